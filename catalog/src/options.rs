@@ -1,0 +1,147 @@
+//! Compile settings. The same types are read from `toolgate compile --config`
+//! and embedded in the `McpUpstream` spec, so one definition serves both.
+//! Every field has a default; an empty document means "defaults".
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Everything that shapes how one upstream compiles.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct CompileOptions {
+    pub naming: NamingOptions,
+    pub tools: ToolOptions,
+    pub schema: SchemaOptions,
+    /// Allow `$ref`s outside the document. Not implemented: the compiler is
+    /// pure and never fetches; with this off (the default) external refs are
+    /// an error naming the ref.
+    pub allow_external_refs: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct NamingOptions {
+    /// Between prefix and base name.
+    pub separator: String,
+    /// Maximum length of a full tool name (prefix included).
+    pub max_length: usize,
+    pub conflict_resolution: ConflictResolution,
+    /// 0 disables truncation.
+    pub description_max_length: usize,
+    pub description_truncation_suffix: String,
+    pub slug: SlugRules,
+}
+
+impl Default for NamingOptions {
+    fn default() -> Self {
+        NamingOptions {
+            separator: "__".into(),
+            max_length: 64,
+            conflict_resolution: ConflictResolution::Error,
+            description_max_length: 1024,
+            description_truncation_suffix: "...".into(),
+            slug: SlugRules::default(),
+        }
+    }
+}
+
+/// How operationIds and paths are turned into names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SlugRules {
+    /// `/` → `_`.
+    pub replace_slashes: bool,
+    /// Drop `{` and `}`.
+    pub replace_braces: bool,
+    pub lowercase: bool,
+    /// Runs of `_` become one.
+    pub collapse_separators: bool,
+    /// `fetchPet` → `fetch_Pet` (then `fetch_pet` with `lowercase`).
+    pub split_camel_case: bool,
+}
+
+impl Default for SlugRules {
+    fn default() -> Self {
+        SlugRules {
+            replace_slashes: true,
+            replace_braces: true,
+            lowercase: true,
+            collapse_separators: true,
+            split_camel_case: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ConflictResolution {
+    /// Any two operations with one name fail the compile, listing every pair.
+    #[default]
+    Error,
+    /// The first operation (document order) keeps the name; later ones are
+    /// rejected.
+    FirstWins,
+    /// Every operation involved in a conflict is rejected.
+    Skip,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ToolOptions {
+    /// Only GET/HEAD operations (and those annotated `readOnlyHint: true`).
+    pub read_only: bool,
+    /// When non-empty, only operations in one of these toolsets.
+    pub include_toolsets: Vec<String>,
+    pub exclude_toolsets: Vec<String>,
+    /// Tool names (full or base) not to publish.
+    pub disabled: Vec<String>,
+    /// Adds `{prefix}{separator}api_request`.
+    pub raw_request_tool: bool,
+    /// Parameters added to every tool.
+    pub extra_parameters: Vec<ExtraParameter>,
+}
+
+/// A parameter added to every tool, e.g. an optional `sudo` query parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExtraParameter {
+    pub name: String,
+    #[serde(rename = "in")]
+    pub location: crate::ParamLocation,
+    #[serde(default)]
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the value; defaults to `{"type": "string"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SchemaOptions {
+    pub body_mode: BodyMode,
+    /// Value of top-level `additionalProperties` in input schemas.
+    pub additional_properties: bool,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            body_mode: BodyMode::Auto,
+            additional_properties: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BodyMode {
+    /// Merge an object body into the arguments unless a name collides.
+    #[default]
+    Auto,
+    /// Always merge object bodies; colliding body fields are renamed.
+    Merge,
+    /// Always under `body`.
+    Nested,
+}

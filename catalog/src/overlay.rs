@@ -81,7 +81,7 @@ enum Op {
 /// mutated after the query. The derived order (lexicographic over a path)
 /// puts descendants after their ancestors and higher indices after lower
 /// ones; removal walks it backwards.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Seg {
     Key(String),
     Index(usize),
@@ -367,7 +367,7 @@ fn parse_action(
             path: JsonPath::parse(source).map_err(|e| {
                 (
                     Some(target.to_string()),
-                    OverlayErrorKind::InvalidJsonPath(format!("{at}/copy {source:?}: {e}")),
+                    OverlayErrorKind::InvalidJsonPath(format!("`copy` {source:?}: {e}")),
                 )
             })?,
         },
@@ -411,10 +411,14 @@ fn check_fields(obj: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<
     }
 }
 
+/// Located nodes in query order. RFC 9535 lets a query (`$.a[0,0]`) select
+/// a node twice; each node is acted on once, so duplicates are dropped.
 fn locate(path: &JsonPath, doc: &Value) -> Vec<Vec<Seg>> {
+    let mut seen = std::collections::HashSet::new();
     path.query_located(doc)
         .iter()
         .map(|node| owned_path(node.location()))
+        .filter(|p| seen.insert(p.clone()))
         .collect()
 }
 
@@ -465,7 +469,6 @@ fn remove_all(doc: &mut Value, mut targets: Vec<Vec<Seg>>) -> Result<(), String>
     // Highest index first within each array, descendants before their
     // ancestors: every earlier removal leaves the later paths valid.
     targets.sort_unstable_by(|a, b| b.cmp(a));
-    targets.dedup();
     for path in &targets {
         let Some((last, parent)) = path.split_last() else {
             continue;
@@ -834,7 +837,7 @@ mod tests {
 
     #[test]
     fn nonstandard_jsonpath_is_rejected_at_parse() {
-        // Jayway-style `$..[?(@.x)]` functions are not RFC 9535.
+        // Jayway-style trailing functions such as `.length()` are not RFC 9535.
         let err = parse_err(&format!(
             "{HEAD_10}actions:\n  - target: $.paths.length()\n    remove: true\n"
         ));
@@ -999,6 +1002,17 @@ mod tests {
         let mut doc = json!({"list": [0, 1, 2, 3], "other": [0, 1, 2, 3]});
         o.apply(&mut doc).unwrap();
         assert_eq!(doc, json!({"list": [1, 3], "other": [1, 3]}));
+    }
+
+    #[test]
+    fn a_node_selected_twice_is_acted_on_once() {
+        let o = overlay(&format!(
+            "{HEAD_10}actions:\n  - target: $.lists[0,0]\n    update: 2\n  \
+             - target: $.list[0,0]\n    remove: true\n"
+        ));
+        let mut doc = json!({"lists": [[1]], "list": [0, 1, 2]});
+        o.apply(&mut doc).unwrap();
+        assert_eq!(doc, json!({"lists": [[1, 2]], "list": [1, 2]}));
     }
 
     #[test]

@@ -57,9 +57,10 @@ const SCHEMA_KEYS: [&str; 16] = [
     "multipleOf",
 ];
 
-/// Schemas nested deeper than this are copied without conversion; real
-/// documents nest a few levels, and parsers cap input depth well below.
-const MAX_DEPTH: usize = 256;
+/// Schemas nested deeper than this are copied without conversion, bounding
+/// recursion. The JSON and YAML parsers already cap input nesting at about
+/// this depth, so only hand-built values reach it.
+const MAX_DEPTH: usize = 128;
 
 /// `$ref` chains between global parameters longer than this are treated as
 /// loops (left as refs; the compiler reports them).
@@ -144,7 +145,7 @@ pub fn convert(document: &str, doc: Value) -> Result<Value, SpecError> {
         for (k, v) in params {
             // Body and formData parameters are inlined into each operation
             // that references them; 3.0 has no parameter they could become.
-            if matches!(param_in(&v), Some("body" | "formData")) {
+            if is_inlinable(&v) {
                 continue;
             }
             converted.insert(k, convert_param_value(v));
@@ -235,6 +236,17 @@ fn non_empty_or_json(v: Option<Vec<String>>) -> Vec<String> {
 
 fn param_in(v: &Value) -> Option<&str> {
     v.get("in").and_then(Value::as_str)
+}
+
+/// A body parameter with a schema, or a named formData parameter: what
+/// [`Converter::classify`] turns into a request body. Malformed ones stay
+/// parameters so the compiler can name the problem.
+fn is_inlinable(v: &Value) -> bool {
+    match param_in(v) {
+        Some("body") => v.get("schema").is_some_and(Value::is_object),
+        Some("formData") => v.get("name").is_some_and(Value::is_string),
+        _ => false,
+    }
 }
 
 fn is_extension(key: &str) -> bool {
@@ -383,12 +395,8 @@ impl Converter {
             }
         }
         match (param_in(cur), cur) {
-            (Some("body"), Value::Object(m)) if m.get("schema").is_some_and(Value::is_object) => {
-                Param::Body(m.clone())
-            }
-            (Some("formData"), Value::Object(m)) if m.get("name").is_some_and(Value::is_string) => {
-                Param::Form(m.clone())
-            }
+            (Some("body"), Value::Object(m)) if is_inlinable(cur) => Param::Body(m.clone()),
+            (Some("formData"), Value::Object(m)) if is_inlinable(cur) => Param::Form(m.clone()),
             _ => Param::Other(convert_param_value(p.clone())),
         }
     }
@@ -656,7 +664,7 @@ fn convert_headers(headers: Value) -> Value {
 }
 
 fn convert_header(h: Map<String, Value>) -> Map<String, Value> {
-    let schema = simple_schema(&h);
+    let schema = simple_schema(&h, 0);
     let mut out = Map::new();
     for (key, value) in h {
         if SCHEMA_KEYS.contains(&key.as_str()) || key == "collectionFormat" || key == "x-nullable" {
@@ -670,20 +678,20 @@ fn convert_header(h: Map<String, Value>) -> Map<String, Value> {
 
 /// Builds a 3.0 schema from the schema keywords of a 2.0 non-body
 /// parameter, items or header object.
-fn simple_schema(m: &Map<String, Value>) -> Value {
+fn simple_schema(m: &Map<String, Value>, depth: usize) -> Value {
     let mut schema = Map::new();
     for key in SCHEMA_KEYS {
         let Some(v) = m.get(key) else { continue };
         let v = match (key, v) {
-            ("items", Value::Object(items)) if items.contains_key("$ref") => {
-                convert_schema(v.clone(), 0)
+            ("items", Value::Object(items)) if items.contains_key("$ref") || depth > MAX_DEPTH => {
+                convert_schema(v.clone(), depth + 1)
             }
-            ("items", Value::Object(items)) => simple_schema(items),
+            ("items", Value::Object(items)) => simple_schema(items, depth + 1),
             _ => v.clone(),
         };
         schema.insert(key.into(), v);
     }
-    if is_file_schema(&Value::Object(schema.clone())) {
+    if schema.get("type").and_then(Value::as_str) == Some("file") {
         make_binary(&mut schema);
     }
     if let Some(Value::Bool(b)) = m.get("x-nullable") {
@@ -736,7 +744,7 @@ fn convert_param(m: Map<String, Value>) -> Map<String, Value> {
         .to_string();
     let schema = match m.get("schema") {
         Some(s @ Value::Object(_)) => convert_schema(s.clone(), 0),
-        _ => simple_schema(&m),
+        _ => simple_schema(&m, 0),
     };
     let is_array = schema.get("type").and_then(Value::as_str) == Some("array");
     let format = m
@@ -756,7 +764,7 @@ fn convert_param(m: Map<String, Value>) -> Map<String, Value> {
             }
         }
     }
-    if is_array || format.is_some() {
+    if is_array {
         let (style, explode, note) = collection_style(&location, format.as_deref());
         out.insert("style".into(), Value::from(style));
         out.insert("explode".into(), Value::Bool(explode));
@@ -826,7 +834,7 @@ fn request_body_from_form(fields: &[Map<String, Value>], consumes: &[String]) ->
         let Some(name) = f.get("name").and_then(Value::as_str) else {
             continue;
         };
-        let mut prop = match simple_schema(f) {
+        let mut prop = match simple_schema(f, 0) {
             Value::Object(s) => s,
             _ => Map::new(),
         };
@@ -1617,6 +1625,48 @@ mod tests {
         assert!(convert("doc.yaml", json!([])).is_err());
     }
 
+    #[test]
+    fn malformed_global_body_parameter_stays_a_component_so_refs_resolve() {
+        let out = conv(doc(
+            op(json!([{"$ref": "#/parameters/b"}])),
+            json!({"parameters": {"b": {"name": "b", "in": "body"}}}),
+        ));
+        assert_eq!(
+            out["components"]["parameters"]["b"],
+            json!({"name": "b", "in": "body"})
+        );
+        assert_eq!(
+            out["paths"]["/x"]["post"]["parameters"][0]["$ref"],
+            "#/components/parameters/b"
+        );
+        assert_eq!(unresolved_refs(&out), Vec::<String>::new());
+    }
+
+    #[test]
+    fn deeply_nested_schemas_and_items_do_not_overflow() {
+        let mut schema = json!({"type": "file"});
+        let mut items = json!({"type": "string"});
+        for _ in 0..200 {
+            schema = json!({"type": "array", "items": schema});
+            items = json!({"type": "array", "items": items});
+        }
+        let mut p = items;
+        p["name"] = json!("q");
+        p["in"] = json!("query");
+        let out = conv(doc(
+            op(json!([p])),
+            json!({"definitions": {"Deep": schema}}),
+        ));
+        assert_eq!(
+            out["components"]["schemas"]["Deep"]["items"]["type"],
+            "array"
+        );
+        assert_eq!(
+            out["paths"]["/x"]["post"]["parameters"][0]["schema"]["type"],
+            "array"
+        );
+    }
+
     // ---- corpus ----
 
     fn corpus_dir() -> std::path::PathBuf {
@@ -1746,5 +1796,105 @@ mod tests {
             post["requestBody"]["content"]["application/json"]["schema"]["$ref"],
             "#/components/schemas/NewPet"
         );
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    use super::convert;
+    use proptest::prelude::*;
+    use serde_json::{json, Map, Value};
+
+    /// Values built from the keys and strings the converter reacts to, so
+    /// random trees hit its branches rather than only unknown keys.
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-2i64..3).prop_map(Value::from),
+            prop::sample::select(vec![
+                "body",
+                "formData",
+                "query",
+                "path",
+                "header",
+                "file",
+                "array",
+                "object",
+                "multi",
+                "tsv",
+                "#/definitions/A",
+                "#/parameters/p",
+                "#/responses/r",
+                "multipart/form-data",
+                "text/csv",
+                "oauth2",
+                "basic",
+                "accessCode",
+                "x",
+            ])
+            .prop_map(Value::from),
+        ];
+        leaf.prop_recursive(6, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::vec(
+                    (
+                        prop::sample::select(vec![
+                            "in",
+                            "name",
+                            "type",
+                            "schema",
+                            "items",
+                            "$ref",
+                            "parameters",
+                            "responses",
+                            "200",
+                            "headers",
+                            "examples",
+                            "consumes",
+                            "produces",
+                            "collectionFormat",
+                            "required",
+                            "properties",
+                            "allOf",
+                            "discriminator",
+                            "x-nullable",
+                            "flow",
+                            "scopes",
+                            "get",
+                            "post",
+                            "schemes",
+                            "additionalProperties",
+                        ]),
+                        inner,
+                    ),
+                    0..5,
+                )
+                .prop_map(|kv| {
+                    Value::Object(
+                        kv.into_iter()
+                            .map(|(k, v)| (k.to_string(), v))
+                            .collect::<Map<String, Value>>(),
+                    )
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn conversion_never_panics_on_arbitrary_structures(
+            op in value(), item_params in value(), global in value(), defs in value(),
+            resp in value(), sec in value(), consumes in value(),
+        ) {
+            let doc = json!({
+                "swagger": "2.0", "host": "h", "schemes": ["http"], "consumes": consumes,
+                "paths": {"/x": {"parameters": item_params, "get": op.clone(), "post": op}},
+                "parameters": {"p": global}, "definitions": {"A": defs},
+                "responses": {"r": resp}, "securityDefinitions": {"s": sec},
+            });
+            let _ = convert("fuzz.json", doc);
+        }
     }
 }

@@ -451,3 +451,89 @@ proptest! {
         }
     }
 }
+
+/// Real documents; see `shared/specs/INDEX.md`.
+fn corpus_dir() -> std::path::PathBuf {
+    match std::env::var_os("TOOLGATE_SPECS") {
+        Some(dir) => dir.into(),
+        None => concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs").into(),
+    }
+}
+
+/// Every operation of a corpus document as (METHOD, path, operationId,
+/// x-mcp-tool-name), in document order. Reads the raw value directly so this
+/// test does not depend on the spec module.
+fn corpus_operations(file: &str) -> Vec<(String, String, Option<String>, Option<String>)> {
+    let bytes = std::fs::read(corpus_dir().join(file)).unwrap();
+    let doc: serde_json::Value = if file.ends_with(".json") {
+        serde_json::from_slice(&bytes).unwrap()
+    } else {
+        yaml_serde::from_slice(&bytes).unwrap()
+    };
+    let methods = [
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
+    let mut ops = Vec::new();
+    let Some(paths) = doc.get("paths").and_then(|p| p.as_object()) else {
+        return ops;
+    };
+    for (path, item) in paths {
+        for m in methods {
+            if let Some(op) = item.get(m) {
+                let s = |k: &str| op.get(k).and_then(|v| v.as_str()).map(str::to_string);
+                ops.push((
+                    m.to_ascii_uppercase(),
+                    path.clone(),
+                    s("operationId"),
+                    s("x-mcp-tool-name"),
+                ));
+            }
+        }
+    }
+    ops
+}
+
+const CORPUS: &[&str] = &[
+    "argo-workflows-swagger.json",
+    "asana-oas.yaml",
+    "box-openapi.json",
+    "bump-train-travel.yaml",
+    "discord-openapi.json",
+    "freee-iv-api-schema.yaml",
+    "frigate-api.yaml",
+    "gitea-v1.26.3-swagger.json",
+    "harbor-swagger.yaml",
+    "oai-petstore-expanded-v2.json",
+    "oai-petstore-v3.yaml",
+    "prowlarr-openapi.json",
+    "redocly-museum.yaml",
+    "spotify-official.yaml",
+    "swagger-petstore-v3.yaml",
+    "twilio-api_v2010.json",
+];
+
+#[test]
+fn corpus_names_are_valid_short_and_unique_under_defaults() {
+    let opts = defaults();
+    for file in CORPUS {
+        let ops = corpus_operations(file);
+        assert!(!ops.is_empty(), "{file} has no operations");
+        let prefix = file.split(['-', '.', '_']).next().unwrap_or("x");
+        let mut cands = Vec::new();
+        for (method, path, op_id, tool_name) in &ops {
+            let src = NameSource {
+                method,
+                path,
+                operation_id: op_id.as_deref(),
+                tool_name: tool_name.as_deref(),
+            };
+            let name = full_name(prefix, &base_name(&src, &opts.slug), &opts);
+            assert!(is_valid_name(&name), "{file}: {method} {path}: {name:?}");
+            assert!(name.len() <= opts.max_length, "{file}: {name}");
+            cands.push(cand(&name, method, path));
+        }
+        if let Err(e) = resolve_conflicts(&cands, ConflictResolution::Error) {
+            panic!("{file}: {e}");
+        }
+    }
+}

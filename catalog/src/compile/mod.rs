@@ -65,31 +65,13 @@ pub fn compile_upstream(src: &UpstreamSource<'_>) -> Result<UpstreamCatalog, Com
 }
 
 fn check_options(src: &UpstreamSource<'_>) -> Result<(), CompileError> {
-    let n = &src.options.naming;
     if !naming::is_valid_name(src.prefix) {
         return Err(CompileError::Options {
             field: "toolPrefix".into(),
             message: format!("{:?} must match ^[A-Za-z0-9_.-]+$", src.prefix),
         });
     }
-    if !n.separator.is_empty() && !naming::is_valid_name(&n.separator) {
-        return Err(CompileError::Options {
-            field: "naming.separator".into(),
-            message: format!("{:?} must match ^[A-Za-z0-9_.-]*$", n.separator),
-        });
-    }
-    // Room for at least a short base name plus the hash suffix.
-    let min = src.prefix.len() + n.separator.len() + 12;
-    if n.max_length < min {
-        return Err(CompileError::Options {
-            field: "naming.maxLength".into(),
-            message: format!(
-                "{} leaves no room for tool names after prefix {:?} (need at least {min})",
-                n.max_length, src.prefix
-            ),
-        });
-    }
-    Ok(())
+    naming::check_settings(src.prefix, &src.options.naming)
 }
 
 struct Draft<'a> {

@@ -31,8 +31,18 @@ pub enum Dir {
     Response,
 }
 
-/// Nodes one top-level schema may expand to before refs are cut.
-const NODE_BUDGET: usize = 3_000;
+/// Nodes one top-level schema may expand to before refs are cut, and how
+/// many `$ref`s deep inlining goes. Responses get less: their schemas are
+/// only used to validate and to advertise `outputSchema`, and real APIs
+/// (Discord, Box) otherwise produce 100+ KiB per tool, which bloats
+/// `tools/list` and the gateway's memory. A cut is an open schema, so
+/// validation gets looser below it, never wrong.
+fn limits(dir: Dir) -> (usize, usize) {
+    match dir {
+        Dir::Request => (2_500, 8),
+        Dir::Response => (600, 3),
+    }
+}
 /// Maximum nesting depth of the walk.
 const MAX_DEPTH: usize = 48;
 
@@ -44,12 +54,15 @@ struct Memo {
 /// Converts schemas of one document; caches expansions across calls.
 pub struct SchemaConverter<'d> {
     doc: &'d Document,
-    memo: HashMap<(String, Dir), Memo>,
+    /// Keyed by ref, direction and ref depth (depth cuts depend on it).
+    memo: HashMap<(String, Dir, usize), Memo>,
     /// Refs being expanded, innermost last.
     stack: Vec<String>,
     nodes: usize,
     warned: HashSet<String>,
     pattern_ok: HashMap<String, bool>,
+    /// Budget and depth-limit cuts so far in this top-level conversion.
+    budget_cuts: usize,
     pub warnings: Vec<Warning>,
 }
 
@@ -58,6 +71,15 @@ pub struct SchemaConverter<'d> {
 struct Out {
     value: Value,
     cut_at: Option<usize>,
+}
+
+impl Out {
+    fn plain(value: Value) -> Out {
+        Out {
+            value,
+            cut_at: None,
+        }
+    }
 }
 
 fn min_cut(a: Option<usize>, b: Option<usize>) -> Option<usize> {
@@ -81,6 +103,7 @@ impl<'d> SchemaConverter<'d> {
             nodes: 0,
             warned: HashSet::new(),
             pattern_ok: HashMap::new(),
+            budget_cuts: 0,
             warnings: Vec::new(),
         }
     }
@@ -89,6 +112,7 @@ impl<'d> SchemaConverter<'d> {
     /// response's). `at` is its JSON pointer, used in warnings.
     pub fn convert(&mut self, schema: &Value, at: &str, dir: Dir) -> Value {
         self.nodes = 0;
+        self.budget_cuts = 0;
         self.stack.clear();
         let out = self.walk(schema, at, dir, 0);
         out.value
@@ -126,6 +150,9 @@ impl<'d> SchemaConverter<'d> {
         Value::Object(m)
     }
 
+    /// Marks that a budget cut happened during the current top-level
+    /// conversion; such expansions depend on the budget left and are never
+    /// memoised.
     fn walk(&mut self, schema: &Value, at: &str, dir: Dir, depth: usize) -> Out {
         self.nodes += 1;
         let obj = match schema {
@@ -151,12 +178,10 @@ impl<'d> SchemaConverter<'d> {
                 format!("schema nesting deeper than {MAX_DEPTH} levels was cut"),
                 at,
             );
-            return Out {
-                value: Self::open_schema(format!(
-                    "Not expanded: nesting deeper than {MAX_DEPTH} levels."
-                )),
-                cut_at: Some(0),
-            };
+            self.budget_cuts += 1;
+            return Out::plain(Self::open_schema(format!(
+                "Not expanded: nesting deeper than {MAX_DEPTH} levels."
+            )));
         }
         if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
             let mut out = self.expand_ref(r, at, dir, depth);
@@ -210,8 +235,19 @@ impl<'d> SchemaConverter<'d> {
                 cut_at: Some(i),
             };
         }
-        if let Some(m) = self.memo.get(&(ptr.clone(), dir)) {
-            if self.nodes + m.nodes <= NODE_BUDGET {
+        let (budget, max_refs) = limits(dir);
+        let level = self.stack.len();
+        if level >= max_refs {
+            return Out {
+                value: Self::open_schema(format!(
+                    "{} (not expanded: nested deeper than {max_refs} references).",
+                    ref_name(r)
+                )),
+                cut_at: None,
+            };
+        }
+        if let Some(m) = self.memo.get(&(ptr.clone(), dir, level)) {
+            if self.nodes + m.nodes <= budget {
                 self.nodes += m.nodes;
                 return Out {
                     value: m.value.clone(),
@@ -219,20 +255,18 @@ impl<'d> SchemaConverter<'d> {
                 };
             }
         }
-        if self.nodes >= NODE_BUDGET {
+        if self.nodes >= budget {
             self.warn_once(
                 format!("budget:{at}"),
                 "SchemaTooLarge",
-                format!("schema exceeds {NODE_BUDGET} nodes; deeper references are not expanded"),
+                format!("schema exceeds {budget} nodes; further references are not expanded"),
                 at,
             );
-            return Out {
-                value: Self::open_schema(format!(
-                    "{}; not expanded (schema size limit).",
-                    ref_name(r)
-                )),
-                cut_at: Some(0),
-            };
+            self.budget_cuts += 1;
+            return Out::plain(Self::open_schema(format!(
+                "{}; not expanded (schema size limit).",
+                ref_name(r)
+            )));
         }
         let Some(target) = self.doc.root.pointer(&ptr) else {
             self.warn_once(
@@ -247,17 +281,16 @@ impl<'d> SchemaConverter<'d> {
             };
         };
         let before = self.nodes;
-        let level = self.stack.len();
+        let cuts_before = self.budget_cuts;
         self.stack.push(ptr.clone());
         let out = self.walk(target, &ptr, dir, depth + 1);
         self.stack.pop();
-        let independent = match out.cut_at {
-            None => true,
-            Some(i) => i >= level && i > 0,
-        };
+        // Independent of the stack when every cycle cut inside points at
+        // this ref or deeper, and of the budget when none was hit.
+        let independent = out.cut_at.is_none_or(|i| i >= level) && self.budget_cuts == cuts_before;
         if independent {
             self.memo.insert(
-                (ptr, dir),
+                (ptr, dir, level),
                 Memo {
                     value: out.value.clone(),
                     nodes: self.nodes - before,

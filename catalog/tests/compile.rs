@@ -125,12 +125,10 @@ fn object_body_is_merged_read_only_fields_left_out_and_cycles_cut() {
     );
     assert_eq!(s["properties"]["name"]["maxLength"], 50);
     assert_eq!(s["required"], json!(["name"]));
-    assert!(
-        s["properties"]["parent"]["description"]
-            .as_str()
-            .unwrap()
-            .contains("Circular reference to Pet")
-    );
+    assert!(s["properties"]["parent"]["description"]
+        .as_str()
+        .unwrap()
+        .contains("Circular reference to Pet"));
     let body = t.plan.body.as_ref().unwrap();
     assert_eq!(body.encoding, BodyEncoding::Json);
     assert!(

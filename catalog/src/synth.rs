@@ -20,11 +20,17 @@
 //! without `type` gets one inferred from its keywords. `allOf` branches are
 //! merged (properties, `required`, bounds).
 //!
+//! Examples and defaults are used only when they validate against their
+//! (sub)schema; `const` and `enum[0]` always are.
+//!
 //! Best effort, not a solver: the instances are valid for the usual shapes
 //! of API schemas, but a complex `pattern`, `not`, `if`/`then`, overlapping
-//! `oneOf` branches or contradictory constraints can yield invalid ones.
-//! Examples and defaults are trusted as written. It always terminates and
-//! never panics: recursion is capped at [`MAX_DEPTH`] levels, and the size of
+//! `oneOf` branches or contradictory constraints can yield invalid ones
+//! (a `oneOf`/`anyOf` whose chosen branch yields an invalid value is retried
+//! with the other branches). It always terminates and never panics: beyond [`MAX_DEPTH`]
+//! levels only required content is added,
+//! recursion stops at [`HARD_MAX_DEPTH`] (reachable only through `$ref`
+//! cycles), and the size of
 //! each instance is capped too (lengths and counts are clamped).
 
 use std::collections::{HashMap, HashSet};
@@ -34,12 +40,16 @@ use serde_json::{json, Map, Value};
 /// Maximum number of instances returned.
 pub const MAX_INSTANCES: usize = 16;
 
-/// Maximum schema nesting followed; deeper objects/arrays are left empty.
+/// Nesting up to which optional properties are generated; deeper levels get
+/// only what validity requires.
 pub const MAX_DEPTH: usize = 12;
+/// Nesting at which generation stops (objects and arrays left empty).
+pub const HARD_MAX_DEPTH: usize = 64;
 
-/// Upper bound on generated nodes per instance (keeps `minItems` chains
-/// from exploding).
+/// Generated nodes per instance after which only required content is added,
+/// and the absolute bound (keeps `minItems` chains from exploding).
 const MAX_NODES: usize = 10_000;
+const HARD_MAX_NODES: usize = 100_000;
 /// Clamp for `minLength` and `minItems`.
 const MAX_LEN: usize = 4096;
 const MAX_ITEMS: usize = 64;
@@ -95,6 +105,8 @@ struct Gen<'a> {
     select: &'a HashMap<String, usize>,
     /// Choice points met, with their number of branches, in order.
     choices: Vec<(String, usize)>,
+    /// Branches forced while retrying an overlapping `oneOf`.
+    overrides: HashMap<String, usize>,
     nodes: usize,
 }
 
@@ -105,6 +117,7 @@ impl<'a> Gen<'a> {
             mode,
             select,
             choices: Vec::new(),
+            overrides: HashMap::new(),
             nodes: 0,
         }
     }
@@ -112,6 +125,44 @@ impl<'a> Gen<'a> {
     /// `path` is the instance location (JSON pointer), which names choice
     /// points stably across runs.
     fn value(&mut self, schema: &Value, depth: usize, path: &str) -> Value {
+        let v = self.value_once(schema, depth, path);
+        // A value built from one `oneOf` branch may match another one too
+        // (`oneOf: [integer, number]`), or a branch may be unsatisfiable
+        // (`pattern: ".^"`, a `null` branch under an object `allOf`); then
+        // try the branches of the choices made here, in order.
+        let local: Vec<(String, usize)> = ["oneOf", "anyOf"]
+            .iter()
+            .map(|kw| format!("{path}#{kw}"))
+            .filter_map(|key| {
+                self.choices
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .map(|(k, n)| (k.clone(), *n))
+            })
+            .collect();
+        if local.is_empty() || depth >= MAX_DEPTH || contains_ref(schema) {
+            return v;
+        }
+        let Ok(validator) = jsonschema::validator_for(schema) else {
+            return v;
+        };
+        if validator.is_valid(&v) {
+            return v;
+        }
+        for (key, branches) in local {
+            for i in 0..branches {
+                self.overrides.insert(key.clone(), i);
+                let alt = self.value_once(schema, depth, path);
+                self.overrides.remove(&key);
+                if validator.is_valid(&alt) {
+                    return alt;
+                }
+            }
+        }
+        v
+    }
+
+    fn value_once(&mut self, schema: &Value, depth: usize, path: &str) -> Value {
         self.nodes += 1;
         let schema = self.flatten(schema, path);
         let Some(s) = schema.as_object() else {
@@ -121,7 +172,15 @@ impl<'a> Gen<'a> {
         if let Some(v) = literal(s) {
             return v;
         }
-        let over = depth >= MAX_DEPTH || self.nodes >= MAX_NODES;
+        // Past the soft caps only what validity needs is generated (required
+        // properties, `minItems` items); past the hard cap nothing, which
+        // only `$ref` cycles reach since the schema is otherwise a finite tree.
+        let over = depth >= HARD_MAX_DEPTH || self.nodes >= HARD_MAX_NODES;
+        let mode = if depth >= MAX_DEPTH || self.nodes >= MAX_NODES {
+            Mode::Required
+        } else {
+            self.mode
+        };
         match pick_type(s).as_str() {
             "null" => Value::Null,
             "boolean" => Value::Bool(true),
@@ -129,9 +188,9 @@ impl<'a> Gen<'a> {
             "number" => number(s),
             "string" => string(s),
             "array" if over => Value::Array(Vec::new()),
-            "array" => self.array(s, depth, path),
+            "array" => self.array(s, depth, path, mode),
             "object" if over => Value::Object(Map::new()),
-            "object" => self.object(s, depth, path),
+            "object" => self.object(s, depth, path, mode),
             _ => Value::Null,
         }
     }
@@ -174,7 +233,12 @@ impl<'a> Gen<'a> {
                 if branches.len() > 1 && !self.choices.iter().any(|(k, _)| *k == key) {
                     self.choices.push((key.clone(), branches.len()));
                 }
-                let i = self.select.get(&key).copied().unwrap_or(0);
+                let i = self
+                    .overrides
+                    .get(&key)
+                    .or_else(|| self.select.get(&key))
+                    .copied()
+                    .unwrap_or(0);
                 let branch = branches.into_iter().nth(i).unwrap_or(Value::Bool(true));
                 current = merge(current, branch);
                 continue;
@@ -184,14 +248,14 @@ impl<'a> Gen<'a> {
         current
     }
 
-    fn array(&mut self, s: &Map<String, Value>, depth: usize, path: &str) -> Value {
+    fn array(&mut self, s: &Map<String, Value>, depth: usize, path: &str, mode: Mode) -> Value {
         let min = count(s, "minItems").unwrap_or(0).min(MAX_ITEMS);
         let max = count(s, "maxItems").unwrap_or(usize::MAX);
         let prefix: &[Value] = match s.get("prefixItems") {
             Some(Value::Array(p)) => p,
             _ => &[],
         };
-        let wanted = match self.mode {
+        let wanted = match mode {
             Mode::All => min.max(1).max(prefix.len().min(MAX_ITEMS)),
             Mode::Required => min,
         };
@@ -200,21 +264,21 @@ impl<'a> Gen<'a> {
         let unique = s.get("uniqueItems") == Some(&Value::Bool(true));
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
-            if self.nodes >= MAX_NODES {
+            if self.nodes >= HARD_MAX_NODES {
                 break;
             }
             let item_path = format!("{path}/{i}");
             let schema = prefix.get(i).unwrap_or(&items);
             let mut v = self.value(schema, depth + 1, &item_path);
             if unique && out.contains(&v) {
-                v = distinct(&v, i);
+                v = distinct(schema, &v, i, &out);
             }
             out.push(v);
         }
         Value::Array(out)
     }
 
-    fn object(&mut self, s: &Map<String, Value>, depth: usize, path: &str) -> Value {
+    fn object(&mut self, s: &Map<String, Value>, depth: usize, path: &str, mode: Mode) -> Value {
         let empty = Map::new();
         let props = s
             .get("properties")
@@ -229,7 +293,7 @@ impl<'a> Gen<'a> {
 
         let mut names: Vec<&str> = Vec::new();
         for name in props.keys() {
-            if self.mode == Mode::All || required.contains(&name.as_str()) {
+            if mode == Mode::All || required.contains(&name.as_str()) {
                 names.push(name);
             }
         }
@@ -257,6 +321,19 @@ impl<'a> Gen<'a> {
             let v = self.value(schema, depth + 1, &format!("{path}/{}", escape(name)));
             out.insert(name.to_string(), v);
         }
+        // `minProperties` beyond the declared properties: invent keys, when
+        // additional properties are allowed.
+        let open = s.get("additionalProperties") != Some(&Value::Bool(false));
+        let mut i = 1;
+        while open && out.len() < min_props.min(MAX_ITEMS) {
+            let name = format!("key{i}");
+            i += 1;
+            if out.contains_key(&name) {
+                continue;
+            }
+            let v = self.value(&extra, depth + 1, &format!("{path}/{name}"));
+            out.insert(name, v);
+        }
         Value::Object(out)
     }
 }
@@ -265,28 +342,72 @@ fn escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
-/// A value given by the schema itself.
+/// A value given by the schema itself. Examples and defaults in real
+/// documents are often wrong (a JSON string where an object is declared, a
+/// value outside the enum), so they are used only if they validate.
 fn literal(s: &Map<String, Value>) -> Option<Value> {
     if let Some(c) = s.get("const") {
         return Some(c.clone());
     }
-    if let Some(e) = s
+    let first_example = s
         .get("examples")
         .and_then(Value::as_array)
-        .and_then(|e| e.first())
-    {
-        return Some(e.clone());
-    }
-    if let Some(e) = s.get("example") {
-        return Some(e.clone());
-    }
-    if let Some(d) = s.get("default") {
-        return Some(d.clone());
+        .and_then(|e| e.first());
+    let candidates = [first_example, s.get("example"), s.get("default")];
+    for c in candidates.into_iter().flatten() {
+        if acceptable(c, s) {
+            return Some(c.clone());
+        }
     }
     s.get("enum")
         .and_then(Value::as_array)
         .and_then(|e| e.first())
         .cloned()
+}
+
+fn acceptable(v: &Value, s: &Map<String, Value>) -> bool {
+    if let Some(Value::Array(allowed)) = s.get("enum") {
+        if !allowed.contains(v) {
+            return false;
+        }
+    }
+    let types: Vec<&str> = match s.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() && !types.iter().any(|t| has_type(v, t)) {
+        return false;
+    }
+    // Full check when the schema stands alone (no references to resolve).
+    let schema = Value::Object(s.clone());
+    if contains_ref(&schema) {
+        return true;
+    }
+    jsonschema::validator_for(&schema).map_or(true, |validator| validator.is_valid(v))
+}
+
+fn has_type(v: &Value, t: &str) -> bool {
+    match (t, v) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("number", Value::Number(_))
+        | ("string", Value::String(_))
+        | ("array", Value::Array(_))
+        | ("object", Value::Object(_)) => true,
+        ("integer", Value::Number(n)) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
+        _ => false,
+    }
+}
+
+fn contains_ref(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key("$ref") || m.values().any(contains_ref),
+        Value::Array(a) => a.iter().any(contains_ref),
+        _ => false,
+    }
 }
 
 fn pick_type(s: &Map<String, Value>) -> String {
@@ -498,16 +619,48 @@ fn pad(base: &str, min: usize, max: usize) -> String {
     s
 }
 
-/// A value for arrays with `uniqueItems` whose generated items collide.
-fn distinct(v: &Value, i: usize) -> Value {
-    match v {
+/// Another valid item for arrays with `uniqueItems` whose generated items
+/// collide.
+fn distinct(schema: &Value, v: &Value, i: usize, taken: &[Value]) -> Value {
+    let candidates: Vec<Value> = match v {
         Value::Number(n) if n.is_i64() => {
-            Value::from(n.as_i64().unwrap_or(0).saturating_add(i as i64))
+            let n = n.as_i64().unwrap_or(0);
+            let i = i64::try_from(i).unwrap_or(i64::MAX);
+            [n.saturating_add(i), n.saturating_sub(i), i]
+                .into_iter()
+                .map(Value::from)
+                .collect()
         }
-        Value::Number(n) => Value::from(n.as_f64().unwrap_or(0.0) + i as f64),
-        Value::String(s) => Value::String(format!("{s}{i}")),
-        other => other.clone(),
-    }
+        Value::Number(n) => {
+            let f = n.as_f64().unwrap_or(0.0);
+            [f + i as f64, f - i as f64, f / (i as f64 + 1.0)]
+                .into_iter()
+                .map(Value::from)
+                .collect()
+        }
+        Value::String(s) => [
+            format!("{s}{i}"),
+            format!("{i}{s}"),
+            i.to_string(),
+            format!("{s}{s}"),
+        ]
+        .into_iter()
+        .map(Value::String)
+        .collect(),
+        other => vec![other.clone()],
+    };
+    let validator = if contains_ref(schema) {
+        None
+    } else {
+        jsonschema::validator_for(schema).ok()
+    };
+    let valid = |c: &Value| validator.as_ref().is_none_or(|val| val.is_valid(c));
+    candidates
+        .iter()
+        .find(|c| !taken.contains(c) && valid(c))
+        .or_else(|| candidates.first())
+        .cloned()
+        .unwrap_or_else(|| v.clone())
 }
 
 /// Merges schema `b` into `a` (allOf semantics, approximately): properties
@@ -1093,6 +1246,46 @@ mod tests {
         assert_eq!(out.len(), MAX_INSTANCES);
         let simple = instances(&json!({"type": "integer"}));
         assert_eq!(simple, vec![json!(1)]);
+    }
+
+    #[test]
+    fn invalid_examples_are_ignored() {
+        let schema = json!({"type": "object", "properties": {
+            "m": {"type": "object", "example": "{\"a\": 1}", "properties": {"a": {"type": "integer"}}},
+            "e": {"type": "string", "enum": ["x", "y"], "example": "z", "default": "y"}
+        }});
+        let out = assert_all_valid(&schema);
+        assert_eq!(out[0], json!({"m": {"a": 1}, "e": "y"}));
+    }
+
+    #[test]
+    fn overlapping_or_unsatisfiable_branches_fall_back_to_a_valid_one() {
+        let schema = json!({"type": "object", "properties": {
+            "v": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}]},
+            "d": {"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "string", "pattern": ".^"}]},
+            "n": {"allOf": [{"type": "object"}, {"anyOf": [{}, {"type": "null"}]}]}
+        }});
+        assert_all_valid(&schema);
+    }
+
+    #[test]
+    fn unique_items_and_min_properties_are_met() {
+        let schema = json!({"type": "object", "properties": {
+            "ids": {"type": "array", "minItems": 3, "uniqueItems": true,
+                    "items": {"type": "string", "pattern": "^(0|[1-9][0-9]*)$"}},
+            "labels": {"type": "object", "minProperties": 2, "additionalProperties": {"type": "string"}}
+        }});
+        let out = assert_all_valid(&schema);
+        assert_eq!(out[0]["labels"].as_object().map(Map::len), Some(2));
+    }
+
+    #[test]
+    fn deep_required_content_is_still_generated() {
+        let mut schema = json!({"type": "object", "required": ["leaf"], "properties": {"leaf": {"type": "string"}}});
+        for _ in 0..(MAX_DEPTH + 5) {
+            schema = json!({"type": "object", "required": ["x"], "properties": {"x": schema, "opt": {"type": "integer"}}});
+        }
+        assert_all_valid(&schema);
     }
 
     #[test]

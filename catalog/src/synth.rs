@@ -379,7 +379,42 @@ fn acceptable(v: &Value, s: &Map<String, Value>) -> bool {
     if !types.is_empty() && !types.iter().any(|t| has_type(v, t)) {
         return false;
     }
-    // Full check when the schema stands alone (no references to resolve).
+    // Full check, which compiles a validator, only when there is more to
+    // check and the schema stands alone (no references to resolve).
+    const CONSTRAINTS: &[&str] = &[
+        "properties",
+        "required",
+        "additionalProperties",
+        "patternProperties",
+        "minProperties",
+        "maxProperties",
+        "propertyNames",
+        "items",
+        "prefixItems",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "contains",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "const",
+        "dependentRequired",
+        "dependentSchemas",
+    ];
+    if !CONSTRAINTS.iter().any(|k| s.contains_key(*k)) {
+        return true;
+    }
     let schema = Value::Object(s.clone());
     if contains_ref(&schema) {
         return true;

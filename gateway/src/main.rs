@@ -1,42 +1,64 @@
-//! `toolgate`: parses the subcommand and calls into the library.
-
-use clap::{Parser, Subcommand};
+//! `toolgate`: the user CLI. Parses arguments and hands over to the library;
+//! each subcommand lives in `cli/`.
 
 mod cli;
 
-#[derive(Debug, Parser)]
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
 #[command(name = "toolgate", version, about = "OpenAPI → MCP gateway")]
 struct Cli {
-    /// Log format: text or json.
-    #[arg(long, global = true, default_value = "text", env = "TOOLGATE_LOG_FORMAT")]
-    log_format: String,
     #[command(subcommand)]
     command: Command,
 }
 
-#[derive(Debug, Subcommand)]
+#[derive(Subcommand)]
 enum Command {
-    /// Serve a catalog over MCP (Streamable HTTP).
+    /// Compile an OpenAPI document (plus overlays) into a tool catalog.
+    Compile(cli::compile::CompileArgs),
+    /// Compile and print a human summary: tools, warnings, rejections.
+    Lint(cli::compile::LintArgs),
+    /// Serve a catalog over MCP (Streamable HTTP) until SIGTERM.
     Serve(cli::serve::ServeArgs),
 }
 
-fn init_tracing(format: &str) {
+/// Structured logs on stderr; `RUST_LOG` filters, `TOOLGATE_LOG_FORMAT=json`
+/// switches to JSON lines.
+fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    if format == "json" {
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("TOOLGATE_LOG_FORMAT").as_deref() == Ok("json") {
         builder.json().init();
     } else {
         builder.init();
     }
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    init_tracing(&cli.log_format);
+fn serve(args: cli::serve::ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+    init_tracing();
     gateway::upstream::install_crypto_provider();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    match cli.command {
-        Command::Serve(args) => rt.block_on(cli::serve::run(args)),
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(cli::serve::run(args))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Compile(args) => cli::compile::compile(args),
+        Command::Lint(args) => cli::compile::lint(args),
+        Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
     }
 }

@@ -94,7 +94,11 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn scoped(State(state): State<AppState>, Path(prefix): Path<String>, req: Request) -> Response {
+async fn scoped(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    req: Request,
+) -> Response {
     if !state.shared.store.load().has_prefix(&prefix) {
         return (
             StatusCode::NOT_FOUND,
@@ -103,7 +107,11 @@ async fn scoped(State(state): State<AppState>, Path(prefix): Path<String>, req: 
             .into_response();
     }
     let mut svc = state.scoped.get_or_create(&prefix, || {
-        mcp_service(state.shared.clone(), Some(&prefix), state.mcp_config.clone())
+        mcp_service(
+            state.shared.clone(),
+            Some(&prefix),
+            state.mcp_config.clone(),
+        )
     });
     match svc.call(req).await {
         Ok(r) => r.into_response(),
@@ -149,10 +157,16 @@ pub async fn serve(
     });
     let server = tokio::spawn(async move { server.await });
     shutdown.await;
-    tracing::info!(in_flight = shared.in_flight(), "shutting down: no new connections; draining tool calls");
+    tracing::info!(
+        in_flight = shared.in_flight(),
+        "shutting down: no new connections; draining tool calls"
+    );
     stop_accepting.cancel();
     if tokio::time::timeout(grace, shared.drained()).await.is_err() {
-        tracing::warn!(in_flight = shared.in_flight(), "grace period over; cancelling remaining calls");
+        tracing::warn!(
+            in_flight = shared.in_flight(),
+            "grace period over; cancelling remaining calls"
+        );
     }
     cancel.cancel();
     match tokio::time::timeout(Duration::from_secs(2), server).await {

@@ -167,10 +167,11 @@ impl CatalogStore {
         if self.load().loaded && self.load().hash == catalog.hash && !catalog.hash.is_empty() {
             return Ok(Arc::new(ToolDiff::default()));
         }
-        self.install(&catalog).map_err(|source| LoadError::Snapshot {
-            path: path.display().to_string(),
-            source,
-        })
+        self.install(&catalog)
+            .map_err(|source| LoadError::Snapshot {
+                path: path.display().to_string(),
+                source,
+            })
     }
 
     /// Reload notifications (only non-empty diffs are sent).
@@ -248,7 +249,9 @@ pub async fn watch_file(
         }
         seen_meta = m;
         last_hash_at = Instant::now();
-        let Some(h) = content_hash(&path) else { continue };
+        let Some(h) = content_hash(&path) else {
+            continue;
+        };
         if Some(h) == seen_hash {
             continue;
         }
@@ -266,7 +269,9 @@ pub async fn watch_file(
             }
         }
         seen_meta = meta(&path);
-        let Ok(bytes) = std::fs::read(&path) else { continue };
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
         seen_hash = Some(sha(&bytes));
         let store = store.clone();
         let p = path.clone();
@@ -274,7 +279,9 @@ pub async fn watch_file(
         let result = tokio::task::spawn_blocking(move || store.install_bytes(&p, &bytes)).await;
         match result {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "catalog not loaded; the previous catalog keeps serving and the file will be loaded when it becomes valid"),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "catalog not loaded; the previous catalog keeps serving and the file will be loaded when it becomes valid")
+            }
             Err(e) => tracing::error!(error = %e, "catalog load aborted"),
         }
     }

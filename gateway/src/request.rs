@@ -127,9 +127,14 @@ pub fn build(
         };
         match p.location {
             ParamLocation::Path => {}
-            ParamLocation::Query => {
-                serialize_query(&p.name, value, p.style, p.explode, p.allow_reserved, &mut query)
-            }
+            ParamLocation::Query => serialize_query(
+                &p.name,
+                value,
+                p.style,
+                p.explode,
+                p.allow_reserved,
+                &mut query,
+            ),
             ParamLocation::Header => {
                 let text = simple_style(value, p.explode);
                 headers.push(header(&p.arg, &p.name, &text)?);
@@ -193,7 +198,9 @@ fn from_parts(
     body_plan: Option<&BodyPlan>,
 ) -> Result<PreparedRequest, RequestError> {
     let method = match parts.get("method") {
-        Some(Value::String(m)) => parse_method(&m.to_ascii_uppercase()).map_err(|e| arg_err("method", e))?,
+        Some(Value::String(m)) => {
+            parse_method(&m.to_ascii_uppercase()).map_err(|e| arg_err("method", e))?
+        }
         None => Method::GET,
         Some(_) => return Err(arg_err("method", "must be a string")),
     };
@@ -238,7 +245,13 @@ fn from_parts(
         let cookie: Vec<String> = c
             .iter()
             .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| format!("{}={}", encode(k, STRICT), encode(&simple_style(v, false), STRICT)))
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    encode(k, STRICT),
+                    encode(&simple_style(v, false), STRICT)
+                )
+            })
             .collect();
         if !cookie.is_empty() {
             headers.push(header("cookies", "cookie", &cookie.join("; "))?);
@@ -283,7 +296,9 @@ fn checked_raw_path(p: &str) -> Result<String, RequestError> {
     if !p.starts_with('/') || p.starts_with("//") {
         return Err(arg_err("path", "must start with a single '/'"));
     }
-    if p.chars().any(|c| c.is_control() || c == '\\' || c == '?' || c == '#' || c == ' ') {
+    if p.chars()
+        .any(|c| c.is_control() || c == '\\' || c == '?' || c == '#' || c == ' ')
+    {
         return Err(arg_err(
             "path",
             "must not contain '?', '#', '\\', spaces or control characters (use query)",
@@ -318,7 +333,10 @@ fn expand_path(plan: &RequestPlan, args: &Map<String, Value>) -> Result<String, 
         while let Some(open) = rest.find('{') {
             expanded.push_str(&rest[..open]);
             let Some(close) = rest[open..].find('}') else {
-                return Err(RequestError::Plan(format!("unclosed '{{' in path {}", plan.path)));
+                return Err(RequestError::Plan(format!(
+                    "unclosed '{{' in path {}",
+                    plan.path
+                )));
             };
             let name = &rest[open + 1..open + close];
             let binding = plan
@@ -527,8 +545,12 @@ fn header(arg: &str, name: &str, value: &str) -> Result<(HeaderName, HeaderValue
     if FORBIDDEN_HEADERS.contains(&hn.as_str()) {
         return Err(arg_err(arg, format!("header '{name}' cannot be set")));
     }
-    let hv = HeaderValue::from_str(value)
-        .map_err(|_| arg_err(arg, "header value must be visible ASCII (no control characters)"))?;
+    let hv = HeaderValue::from_str(value).map_err(|_| {
+        arg_err(
+            arg,
+            "header value must be visible ASCII (no control characters)",
+        )
+    })?;
     Ok((hn, hv))
 }
 
@@ -588,7 +610,9 @@ fn encode_body(bp: &BodyPlan, v: &Value) -> Result<RequestBody, RequestError> {
                 }
                 let binary = bp.binary_fields.iter().any(|b| b == k);
                 let items: Vec<&Value> = match val {
-                    Value::Array(a) if binary || a.iter().all(|x| !x.is_object()) => a.iter().collect(),
+                    Value::Array(a) if binary || a.iter().all(|x| !x.is_object()) => {
+                        a.iter().collect()
+                    }
                     other => vec![other],
                 };
                 for item in items {
@@ -625,7 +649,9 @@ fn encode_body(bp: &BodyPlan, v: &Value) -> Result<RequestBody, RequestError> {
         }
         BodyEncoding::Raw => {
             let data = match v {
-                Value::String(s) if bp.base64 => decode_base64(s).map_err(|m| arg_err(body_arg, m))?,
+                Value::String(s) if bp.base64 => {
+                    decode_base64(s).map_err(|m| arg_err(body_arg, m))?
+                }
                 Value::String(s) => s.clone().into_bytes(),
                 other => serde_json::to_vec(other).unwrap_or_default(),
             };

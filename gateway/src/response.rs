@@ -101,11 +101,15 @@ pub async fn success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult
         )]),
         Kind::Image => CallToolResult::success(vec![ContentBlock::image(
             b64(&resp.body),
-            media.filter(|m| m.starts_with("image/")).unwrap_or("image/png"),
+            media
+                .filter(|m| m.starts_with("image/"))
+                .unwrap_or("image/png"),
         )]),
         Kind::Audio => CallToolResult::success(vec![ContentBlock::audio(
             b64(&resp.body),
-            media.filter(|m| m.starts_with("audio/")).unwrap_or("audio/wav"),
+            media
+                .filter(|m| m.starts_with("audio/"))
+                .unwrap_or("audio/wav"),
         )]),
         Kind::Binary => {
             let uri = format!("toolgate://{}/response", tool.def.name);
@@ -206,12 +210,7 @@ pub async fn error(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
             let input = json!({"status": resp.status, "problem": problem, "body": body});
             match crate::transform::run("error", p, input).await {
                 Ok(v) => v,
-                Err(e) => {
-                    return error_text(format!(
-                        "upstream error: HTTP {} ({e})",
-                        resp.status
-                    ))
-                }
+                Err(e) => return error_text(format!("upstream error: HTTP {} ({e})", resp.status)),
             }
         }
         None => default_error(resp.status, problem, body),
@@ -280,22 +279,33 @@ mod tests {
 
     #[test]
     fn explicit_format_wins_over_content_type() {
-        assert_eq!(kind(ResponseFormat::Text, Some("application/json"), b"{}"), Kind::Text);
+        assert_eq!(
+            kind(ResponseFormat::Text, Some("application/json"), b"{}"),
+            Kind::Text
+        );
     }
 
     #[test]
     fn problem_details_become_title_detail_status() {
         let v = default_error(
             404,
-            Some(json!({"type": "about:blank", "title": "Pet not found", "detail": "no pet 7", "status": 404})),
+            Some(
+                json!({"type": "about:blank", "title": "Pet not found", "detail": "no pet 7", "status": 404}),
+            ),
             Value::Null,
         );
-        assert_eq!(v, json!({"error": "Pet not found", "detail": "no pet 7", "status": 404}));
+        assert_eq!(
+            v,
+            json!({"error": "Pet not found", "detail": "no pet 7", "status": 404})
+        );
     }
 
     #[test]
     fn other_errors_carry_the_body() {
         let v = default_error(500, None, json!({"msg": "boom"}));
-        assert_eq!(v, json!({"error": "upstream error: HTTP 500", "body": {"msg": "boom"}}));
+        assert_eq!(
+            v,
+            json!({"error": "upstream error: HTTP 500", "body": {"msg": "boom"}})
+        );
     }
 }

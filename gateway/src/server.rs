@@ -42,11 +42,14 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 /// Default tools/list page size.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
 
+/// A connected session (initialize protocol versions) and its scope.
+type Session = (Peer<RoleServer>, Option<Arc<str>>);
+
 /// State shared by every session and endpoint.
 pub struct Shared {
     pub store: Arc<CatalogStore>,
     pub page_size: usize,
-    sessions: Mutex<Vec<(Peer<RoleServer>, Option<Arc<str>>)>>,
+    sessions: Mutex<Vec<Session>>,
     in_flight: AtomicUsize,
     idle: Notify,
 }
@@ -104,7 +107,9 @@ impl Shared {
         for peer in targets {
             tokio::spawn(async move {
                 // A stalled client must not hold a task forever.
-                let _ = tokio::time::timeout(Duration::from_secs(10), peer.notify_tool_list_changed()).await;
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(10), peer.notify_tool_list_changed())
+                        .await;
             });
         }
     }
@@ -122,10 +127,12 @@ impl Shared {
                     },
                     // Missed some diffs: tell everyone, a spurious
                     // list_changed only costs a tools/list.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => match me.upgrade() {
-                        Some(s) => s.notify_all(),
-                        None => return,
-                    },
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        match me.upgrade() {
+                            Some(s) => s.notify_all(),
+                            None => return,
+                        }
+                    }
                     Err(_) => return,
                 }
             }
@@ -173,8 +180,12 @@ impl McpHandler {
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
         let instructions = match &self.scope {
-            None => "Tools generated from the OpenAPI descriptions of the upstream APIs.".to_string(),
-            Some(p) => format!("Tools of the upstream API '{p}', generated from its OpenAPI description."),
+            None => {
+                "Tools generated from the OpenAPI descriptions of the upstream APIs.".to_string()
+            }
+            Some(p) => {
+                format!("Tools of the upstream API '{p}', generated from its OpenAPI description.")
+            }
         };
         ServerConfig::new(
             ServerCapabilities::builder()
@@ -249,7 +260,10 @@ impl ServerHandler for McpHandler {
         self.shared.register(context.peer, self.scope.clone());
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         let mut f = SubscriptionFilter::new();
         if requested.tools_list_changed == Some(true) {
             f.tools_list_changed = Some(true);

@@ -65,7 +65,11 @@ impl ToolEntry {
         self.responses
             .iter()
             .find(|(k, _)| *k == exact)
-            .or_else(|| self.responses.iter().find(|(k, _)| k.eq_ignore_ascii_case(&range)))
+            .or_else(|| {
+                self.responses
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case(&range))
+            })
             .or_else(|| self.responses.iter().find(|(k, _)| k == "default"))
             .map(|(_, c)| c)
     }
@@ -174,14 +178,15 @@ impl Snapshot {
             next_cache.insert(up.prefix.clone(), (key, runtime.clone()));
             let slot = prefixes.entry(up.prefix.clone()).or_default();
             for t in &up.tools {
-                let entry = build_tool(t, &up.prefix, runtime.clone()).map_err(|(field, message)| {
-                    SnapshotError {
-                        upstream: up.prefix.clone(),
-                        tool: Some(t.name.clone()),
-                        field,
-                        message,
-                    }
-                })?;
+                let entry =
+                    build_tool(t, &up.prefix, runtime.clone()).map_err(|(field, message)| {
+                        SnapshotError {
+                            upstream: up.prefix.clone(),
+                            tool: Some(t.name.clone()),
+                            field,
+                            message,
+                        }
+                    })?;
                 if index.insert(t.name.clone(), tools.len()).is_some() {
                     return Err(SnapshotError {
                         upstream: up.prefix.clone(),
@@ -209,7 +214,10 @@ impl Snapshot {
     }
 
     /// Tools visible at `scope` (`None`: all), in catalog order.
-    pub fn tools<'a>(&'a self, scope: Option<&str>) -> Box<dyn Iterator<Item = &'a Arc<ToolEntry>> + 'a> {
+    pub fn tools<'a>(
+        &'a self,
+        scope: Option<&str>,
+    ) -> Box<dyn Iterator<Item = &'a Arc<ToolEntry>> + 'a> {
         match scope {
             None => Box::new(self.tools.iter()),
             Some(p) => match self.prefixes.get(p) {

@@ -1,13 +1,16 @@
 //! jq at runtime: programs compiled once per snapshot (in
 //! [`crate::snapshot`]) and run here with bounds on time and output size.
 //!
-//! A run happens on the blocking thread pool under a deadline, so a runaway
+//! A run happens on the blocking thread pool with
+//! [`JqProgram::run_bounded`], which stops the filter itself at the time and
+//! output limits; an outer deadline (slightly longer) guarantees the call
+//! returns even if a filter escapes those checks. Either way a runaway
 //! filter yields an error for its own call and never stalls the async
 //! workers that serve everyone else.
 
 use std::time::Duration;
 
-use catalog::transform::JqProgram;
+use catalog::transform::{JqLimits, JqProgram};
 use serde_json::Value;
 
 /// Wall-clock budget of one run.
@@ -20,7 +23,10 @@ pub const MAX_OUTPUT_BYTES: usize = 10 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TransformError {
     #[error("{which} transform failed: {message}")]
-    Failed { which: &'static str, message: String },
+    Failed {
+        which: &'static str,
+        message: String,
+    },
     #[error("{which} transform did not finish within {RUN_TIMEOUT:?}")]
     Timeout { which: &'static str },
     #[error("{which} transform output exceeds {MAX_OUTPUT_BYTES} bytes")]
@@ -35,8 +41,13 @@ pub async fn run(
     input: Value,
 ) -> Result<Value, TransformError> {
     let program = program.clone();
-    let task = tokio::task::spawn_blocking(move || program.run(input));
-    let out = match tokio::time::timeout(RUN_TIMEOUT, task).await {
+    let limits = JqLimits {
+        timeout: RUN_TIMEOUT,
+        max_output_bytes: MAX_OUTPUT_BYTES,
+    };
+    let task = tokio::task::spawn_blocking(move || program.run_bounded(input, &limits));
+    let deadline = RUN_TIMEOUT + Duration::from_millis(500);
+    let out = match tokio::time::timeout(deadline, task).await {
         Err(_) => return Err(TransformError::Timeout { which }),
         Ok(Err(_join)) => {
             return Err(TransformError::Failed {

@@ -108,11 +108,17 @@ impl UpstreamRuntime {
             message: m,
         };
         if !matches!(base_url.scheme(), "http" | "https") || base_url.cannot_be_a_base() {
-            return Err(bad("baseUrl", format!("{base_url} is not an http(s) base URL")));
+            return Err(bad(
+                "baseUrl",
+                format!("{base_url} is not an http(s) base URL"),
+            ));
         }
         let secs = cfg.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
         if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-            return Err(bad("timeoutSeconds", format!("{secs} is not a positive duration")));
+            return Err(bad(
+                "timeoutSeconds",
+                format!("{secs} is not a positive duration"),
+            ));
         }
         let timeout = Duration::from_secs_f64(secs);
         let client = reqwest::Client::builder()
@@ -190,7 +196,13 @@ impl UpstreamRuntime {
             .headers()
             .get(http::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .map(|s| s.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .map(|s| {
+                s.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .filter(|s| !s.is_empty());
         let limit = self.max_response_bytes;
         if resp.content_length().is_some_and(|n| n > limit) {
@@ -243,9 +255,10 @@ impl UpstreamRuntime {
                     }
                     form = form.part(f.name, part);
                 }
-                if let Ok(ct) =
-                    HeaderValue::from_str(&format!("multipart/form-data; boundary={}", form.boundary()))
-                {
+                if let Ok(ct) = HeaderValue::from_str(&format!(
+                    "multipart/form-data; boundary={}",
+                    form.boundary()
+                )) {
                     req.headers_mut().insert(http::header::CONTENT_TYPE, ct);
                 }
                 *req.body_mut() = Some(reqwest::Body::wrap_stream(form.into_stream()));

@@ -1,11 +1,32 @@
 //! Per-operation compilation: name, schemas, plan, annotations, transforms.
+//!
+//! Order matters and is part of the contract:
+//! 1. overlays apply to the raw document, then the document is loaded;
+//! 2. every operation gets its name first (cheap), then the filters run
+//!    (`x-mcp-enabled`, `tools.disabled`, `readOnly`, toolsets) so that a
+//!    filtered operation never takes part in a name conflict;
+//! 3. name conflicts are resolved among the survivors;
+//! 4. the expensive part — schemas, plan, transforms, schema checks — runs
+//!    for the survivors; a failure there rejects only that operation.
 
+mod annotate;
 pub mod naming;
+mod plan;
+mod schema;
+
+use serde_json::{Map, Value};
 
 use crate::error::CompileError;
-use crate::model::UpstreamCatalog;
+use crate::model::{
+    OperationRef, OutputWrap, RejectReason, Rejected, ResponseFormat, ResponseSchema, SourceInfo,
+    Tool, Transforms, UpstreamCatalog, Warning,
+};
 use crate::options::CompileOptions;
 use crate::overlay::Overlay;
+use crate::spec::{self, Document, OperationSite};
+use crate::transform::JqProgram;
+use naming::{Candidate, NameSource};
+use schema::{Dir, SchemaConverter};
 
 /// Everything needed to compile one upstream.
 #[derive(Debug, Clone, Copy)]
@@ -21,8 +42,642 @@ pub struct UpstreamSource<'a> {
     pub options: &'a CompileOptions,
 }
 
-/// Compiles one upstream.
+/// Bounds for dry runs at compile time: generous for real transforms, short
+/// enough that a runaway filter cannot stall a reconcile.
+const DRY_RUN_LIMITS: crate::transform::JqLimits = crate::transform::JqLimits {
+    timeout: std::time::Duration::from_millis(500),
+    max_output_bytes: 1 << 20,
+};
+
+/// Name of the opt-in raw request tool (after the separator).
+pub const RAW_TOOL: &str = "api_request";
+
+/// Compiles one upstream: parse, overlay, load, compile every operation.
 pub fn compile_upstream(src: &UpstreamSource<'_>) -> Result<UpstreamCatalog, CompileError> {
-    let _ = src;
-    unimplemented!()
+    check_options(src)?;
+    let mut raw = spec::parse_value(src.document, src.spec)?;
+    let mut warnings = Vec::new();
+    for overlay in src.overlays {
+        warnings.extend(overlay.apply(&mut raw)?);
+    }
+    let doc = spec::load(src.document, raw, src.options.allow_external_refs)?;
+    compile_document(&doc, src.prefix, src.options, warnings)
+}
+
+fn check_options(src: &UpstreamSource<'_>) -> Result<(), CompileError> {
+    let n = &src.options.naming;
+    if !naming::is_valid_name(src.prefix) {
+        return Err(CompileError::Options {
+            field: "toolPrefix".into(),
+            message: format!("{:?} must match ^[A-Za-z0-9_.-]+$", src.prefix),
+        });
+    }
+    if !n.separator.is_empty() && !naming::is_valid_name(&n.separator) {
+        return Err(CompileError::Options {
+            field: "naming.separator".into(),
+            message: format!("{:?} must match ^[A-Za-z0-9_.-]*$", n.separator),
+        });
+    }
+    // Room for at least a short base name plus the hash suffix.
+    let min = src.prefix.len() + n.separator.len() + 12;
+    if n.max_length < min {
+        return Err(CompileError::Options {
+            field: "naming.maxLength".into(),
+            message: format!(
+                "{} leaves no room for tool names after prefix {:?} (need at least {min})",
+                n.max_length, src.prefix
+            ),
+        });
+    }
+    Ok(())
+}
+
+struct Draft<'a> {
+    site: OperationSite<'a>,
+    method: String,
+    name: String,
+}
+
+fn op_ref(site: &OperationSite<'_>, method: &str) -> OperationRef {
+    OperationRef {
+        method: method.to_string(),
+        path: site.path.to_string(),
+        operation_id: site
+            .operation
+            .get("operationId")
+            .and_then(Value::as_str)
+            .map(String::from),
+        pointer: site.pointer.clone(),
+    }
+}
+
+fn reject(
+    site: &OperationSite<'_>,
+    method: &str,
+    reason: RejectReason,
+    message: String,
+) -> Rejected {
+    let r = op_ref(site, method);
+    Rejected {
+        method: r.method,
+        path: r.path,
+        operation_id: r.operation_id,
+        pointer: r.pointer,
+        reason,
+        message,
+    }
+}
+
+fn compile_document(
+    doc: &Document,
+    prefix: &str,
+    options: &CompileOptions,
+    mut warnings: Vec<Warning>,
+) -> Result<UpstreamCatalog, CompileError> {
+    let mut rejected = Vec::new();
+    let mut drafts = Vec::new();
+    let sites = spec::operations(doc);
+    let operation_count = sites.len();
+    for site in sites {
+        let site = match site {
+            Ok(s) => s,
+            Err((method, path, err)) => {
+                rejected.push(Rejected {
+                    method,
+                    path: path.clone(),
+                    operation_id: None,
+                    pointer: err.pointer.clone(),
+                    reason: RejectReason::OperationInvalid,
+                    message: err.to_string(),
+                });
+                continue;
+            }
+        };
+        let method = site.method.to_ascii_uppercase();
+        let Some(op) = site.operation.as_object() else {
+            rejected.push(reject(
+                &site,
+                &method,
+                RejectReason::OperationInvalid,
+                format!("{} is not an object", site.pointer),
+            ));
+            continue;
+        };
+        if let Some(r) = filter(op, &site, &method, options) {
+            rejected.push(r);
+            continue;
+        }
+        let tool_name = op.get("x-mcp-tool-name").and_then(Value::as_str);
+        let base = naming::base_name(
+            &NameSource {
+                method: &method,
+                path: site.path,
+                operation_id: op.get("operationId").and_then(Value::as_str),
+                tool_name,
+            },
+            &options.naming.slug,
+        );
+        let name = naming::full_name(prefix, &base, &options.naming);
+        if !naming::is_valid_name(&name) {
+            rejected.push(reject(
+                &site,
+                &method,
+                RejectReason::OperationInvalid,
+                match tool_name {
+                    Some(_) => format!(
+                        "tool name {name:?} (from {}/x-mcp-tool-name) must match ^[A-Za-z0-9_.-]+$",
+                        site.pointer
+                    ),
+                    None => format!("tool name {name:?} must match ^[A-Za-z0-9_.-]+$"),
+                },
+            ));
+            continue;
+        }
+        let disabled = &options.tools.disabled;
+        if disabled.iter().any(|d| *d == name || *d == base) {
+            rejected.push(reject(
+                &site,
+                &method,
+                RejectReason::DisabledByConfig,
+                format!("tool {name:?} is listed in tools.disabled"),
+            ));
+            continue;
+        }
+        drafts.push(Draft { site, method, name });
+    }
+
+    // Name conflicts among what survived the filters. The raw request tool
+    // takes part, last, so an operation that happens to produce its name
+    // wins under firstWins and both fail under error.
+    let raw_name = options
+        .tools
+        .raw_request_tool
+        .then(|| naming::full_name(prefix, RAW_TOOL, &options.naming));
+    let mut candidates: Vec<Candidate> = drafts
+        .iter()
+        .map(|d| Candidate {
+            name: d.name.clone(),
+            method: d.method.clone(),
+            path: d.site.path.to_string(),
+        })
+        .collect();
+    if let Some(n) = &raw_name {
+        candidates.push(Candidate {
+            name: n.clone(),
+            method: "*".into(),
+            path: "(raw request tool)".into(),
+        });
+    }
+    let keep = naming::resolve_conflicts(&candidates, options.naming.conflict_resolution)?;
+
+    let mut conv = SchemaConverter::new(doc);
+    let mut tools = Vec::new();
+    for (draft, keep) in drafts.into_iter().zip(keep.iter().copied()) {
+        if !keep {
+            rejected.push(reject(
+                &draft.site,
+                &draft.method,
+                RejectReason::NameConflict,
+                format!(
+                    "tool name {:?} is taken by another operation (conflictResolution: {:?})",
+                    draft.name, options.naming.conflict_resolution
+                ),
+            ));
+            continue;
+        }
+        match build_tool(doc, &draft, &mut conv, options) {
+            Ok(tool) => tools.push(tool),
+            Err(r) => rejected.push(r),
+        }
+    }
+    if let (Some(name), Some(true)) = (raw_name, keep.last().copied()) {
+        tools.push(raw_request_tool(name, "*"));
+    }
+    warnings.append(&mut conv.warnings);
+
+    let mut out = UpstreamCatalog {
+        prefix: prefix.to_string(),
+        hash: String::new(),
+        source: SourceInfo {
+            openapi_version: doc.version_string.clone(),
+            title: doc
+                .root
+                .pointer("/info/title")
+                .and_then(Value::as_str)
+                .map(String::from),
+            version: doc
+                .root
+                .pointer("/info/version")
+                .and_then(Value::as_str)
+                .map(String::from),
+            operation_count,
+        },
+        default_base_url: spec::default_base_url(doc),
+        tools,
+        warnings,
+        rejected,
+    };
+    out.seal();
+    Ok(out)
+}
+
+/// `x-mcp-enabled`, `readOnly` and toolset filters. Returns the rejection,
+/// if any.
+fn filter(
+    op: &Map<String, Value>,
+    site: &OperationSite<'_>,
+    method: &str,
+    options: &CompileOptions,
+) -> Option<Rejected> {
+    if op.get("x-mcp-enabled") == Some(&Value::Bool(false)) {
+        return Some(reject(
+            site,
+            method,
+            RejectReason::Disabled,
+            format!("x-mcp-enabled is false at {}/x-mcp-enabled", site.pointer),
+        ));
+    }
+    if options.tools.read_only && !annotate::is_read_only(method, op) {
+        return Some(reject(
+            site,
+            method,
+            RejectReason::ReadOnlyMode,
+            format!("{method} is not read-only and tools.readOnly is on"),
+        ));
+    }
+    let sets = toolsets(op);
+    let include = &options.tools.include_toolsets;
+    if !include.is_empty() && !sets.iter().any(|s| include.contains(s)) {
+        return Some(reject(
+            site,
+            method,
+            RejectReason::ToolsetFiltered,
+            format!("toolsets {sets:?} are not in tools.includeToolsets {include:?}"),
+        ));
+    }
+    if let Some(s) = sets
+        .iter()
+        .find(|s| options.tools.exclude_toolsets.contains(s))
+    {
+        return Some(reject(
+            site,
+            method,
+            RejectReason::ToolsetFiltered,
+            format!("toolset {s:?} is in tools.excludeToolsets"),
+        ));
+    }
+    None
+}
+
+/// Tags plus `x-mcp-toolsets`, deduplicated, in order.
+fn toolsets(op: &Map<String, Value>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for key in ["tags", "x-mcp-toolsets"] {
+        if let Some(list) = op.get(key).and_then(Value::as_array) {
+            for s in list.iter().filter_map(Value::as_str) {
+                if !out.iter().any(|o| o == s) {
+                    out.push(s.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn build_tool(
+    doc: &Document,
+    draft: &Draft<'_>,
+    conv: &mut SchemaConverter<'_>,
+    options: &CompileOptions,
+) -> Result<Tool, Rejected> {
+    let site = &draft.site;
+    let method = draft.method.as_str();
+    let invalid = |m: String| reject(site, method, RejectReason::OperationInvalid, m);
+    let op = site.operation;
+
+    let response_format = match op.get("x-mcp-response-format") {
+        None => ResponseFormat::Auto,
+        Some(v) => v.as_str().and_then(ResponseFormat::parse).ok_or_else(|| {
+            invalid(format!(
+                "{}/x-mcp-response-format is {v}; expected one of json, text, image, audio, binary, auto",
+                site.pointer
+            ))
+        })?,
+    };
+    let auth_required = match op.get("x-mcp-auth-required") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => {
+            return Err(invalid(format!(
+                "{}/x-mcp-auth-required is {v}; expected a boolean",
+                site.pointer
+            )))
+        }
+    };
+
+    let args =
+        plan::arguments(doc, site, method, conv, options).map_err(|plan::Invalid(m)| invalid(m))?;
+    let (output_schema, output_wrap, responses) = success_responses(doc, site, conv);
+
+    let mut transforms = Transforms::default();
+    for (key, slot) in [
+        ("x-mcp-request-transform", &mut transforms.request),
+        ("x-mcp-response-transform", &mut transforms.response),
+        ("x-mcp-error-transform", &mut transforms.error),
+    ] {
+        match op.get(key) {
+            None => {}
+            Some(Value::String(s)) => *slot = Some(s.clone()),
+            Some(v) => {
+                return Err(reject(
+                    site,
+                    method,
+                    RejectReason::TransformInvalid,
+                    format!(
+                        "{}/{key} is {v}; expected a jq program as a string",
+                        site.pointer
+                    ),
+                ))
+            }
+        }
+    }
+    let input_value = Value::Object(args.input_schema);
+    let body_schema = body_schema(&output_schema, output_wrap, &responses);
+    check_transforms(
+        site,
+        method,
+        &transforms,
+        &input_value,
+        body_schema.as_ref(),
+    )?;
+    let Value::Object(input_schema) = input_value else {
+        unreachable!("input schema is built as an object")
+    };
+
+    // The response transform reshapes the body, so the body's schema no
+    // longer describes what the client gets: advertise no outputSchema.
+    let (output_schema, output_wrap) = if transforms.response.is_some() {
+        (None, None)
+    } else {
+        (output_schema, output_wrap)
+    };
+
+    for (what, s) in [
+        ("inputSchema", Some(&input_schema)),
+        ("outputSchema", output_schema.as_ref()),
+    ] {
+        if let Some(s) = s {
+            if let Err(e) = jsonschema::draft202012::new(&Value::Object(s.clone())) {
+                return Err(reject(
+                    site,
+                    method,
+                    RejectReason::SchemaInvalid,
+                    format!("generated {what} does not compile as JSON Schema 2020-12: {e}"),
+                ));
+            }
+        }
+    }
+
+    let description = annotate::description(op, &options.naming);
+    let annotations = annotate::annotations(method, op).map_err(invalid)?;
+    Ok(Tool {
+        name: draft.name.clone(),
+        title: annotations.title.clone(),
+        description,
+        input_schema,
+        output_schema,
+        annotations,
+        operation: op_ref(site, method),
+        plan: args.plan,
+        transforms,
+        response_format,
+        output_wrap,
+        responses,
+        auth_required,
+        toolsets: op.as_object().map(toolsets).unwrap_or_default(),
+    })
+}
+
+type Success = (
+    Option<Map<String, Value>>,
+    Option<OutputWrap>,
+    Vec<ResponseSchema>,
+);
+
+/// The output schema from the first 2xx JSON response, and every 2xx JSON
+/// response schema for validation (the first one stored only once).
+fn success_responses(
+    doc: &Document,
+    site: &OperationSite<'_>,
+    conv: &mut SchemaConverter<'_>,
+) -> Success {
+    let mut responses = Vec::new();
+    let mut output = None;
+    let mut wrap = None;
+    let Some(all) = site.operation.get("responses").and_then(Value::as_object) else {
+        return (None, None, responses);
+    };
+    let mut codes: Vec<&String> = all
+        .keys()
+        .filter(|k| k.starts_with('2') && k.len() == 3)
+        .collect();
+    codes.sort();
+    for code in codes {
+        let at = format!("{}/responses/{code}", site.pointer);
+        let Ok((resp, at)) = spec::resolve(doc, &all[code.as_str()], &at) else {
+            continue;
+        };
+        let Some(content) = resp.get("content").and_then(Value::as_object) else {
+            continue;
+        };
+        let json = content.iter().find(|(m, v)| {
+            let m = m.split(';').next().unwrap_or("").trim();
+            (m == "application/json" || m.ends_with("+json") || m == "*/*")
+                && v.get("schema").is_some()
+        });
+        let Some((media, media_obj)) = json else {
+            continue;
+        };
+        let Some(raw) = media_obj.get("schema") else {
+            continue;
+        };
+        let schema = conv.convert(
+            raw,
+            &format!("{at}/content/{}/schema", spec::escape_pointer(media)),
+            Dir::Response,
+        );
+        if output.is_none() {
+            if schema::is_object_schema(&schema)
+                && schema.get("type").and_then(Value::as_str) == Some("object")
+            {
+                output = schema.as_object().cloned();
+                wrap = Some(OutputWrap::Body);
+            } else if schema::is_object_schema(&schema) {
+                // An allOf-of-objects without `type`: MCP wants an explicit
+                // object root.
+                let mut m = schema.as_object().cloned().unwrap_or_default();
+                m.insert("type".into(), Value::String("object".into()));
+                output = Some(m);
+                wrap = Some(OutputWrap::Body);
+            } else {
+                let mut props = Map::new();
+                props.insert("result".into(), schema);
+                let mut m = Map::new();
+                m.insert("type".into(), Value::String("object".into()));
+                m.insert("properties".into(), Value::Object(props));
+                m.insert(
+                    "required".into(),
+                    Value::Array(vec![Value::String("result".into())]),
+                );
+                output = Some(m);
+                wrap = Some(OutputWrap::Result);
+            }
+            responses.push(ResponseSchema {
+                status: code.clone(),
+                content_type: media.clone(),
+                schema: None,
+            });
+        } else {
+            responses.push(ResponseSchema {
+                status: code.clone(),
+                content_type: media.clone(),
+                schema: Some(schema),
+            });
+        }
+    }
+    (output, wrap, responses)
+}
+
+/// The body schema behind the output schema (for dry runs).
+fn body_schema(
+    output: &Option<Map<String, Value>>,
+    wrap: Option<OutputWrap>,
+    _responses: &[ResponseSchema],
+) -> Option<Value> {
+    let out = output.as_ref()?;
+    match wrap? {
+        OutputWrap::Body => Some(Value::Object(out.clone())),
+        OutputWrap::Result => out.get("properties")?.get("result").cloned(),
+    }
+}
+
+/// Compiles each transform and dry-runs it on synthetic inputs; a transform
+/// that fails on every input rejects the tool with the jq error.
+fn check_transforms(
+    site: &OperationSite<'_>,
+    method: &str,
+    t: &Transforms,
+    input_schema: &Value,
+    body_schema: Option<&Value>,
+) -> Result<(), Rejected> {
+    let fail = |key: &str, msg: String| {
+        reject(
+            site,
+            method,
+            RejectReason::TransformInvalid,
+            format!("{}/{key}: {msg}", site.pointer),
+        )
+    };
+    let any = Value::Object(Map::new());
+    let checks = [
+        (
+            "x-mcp-request-transform",
+            &t.request,
+            crate::synth::instances(input_schema),
+        ),
+        (
+            "x-mcp-response-transform",
+            &t.response,
+            crate::synth::instances(body_schema.unwrap_or(&any)),
+        ),
+        ("x-mcp-error-transform", &t.error, error_samples()),
+    ];
+    for (key, src, inputs) in checks {
+        let Some(src) = src else { continue };
+        let program = JqProgram::compile(src).map_err(|e| fail(key, e.to_string()))?;
+        let mut first_err = None;
+        let mut ok = false;
+        for input in inputs {
+            match program.run_bounded(input, &DRY_RUN_LIMITS) {
+                Ok(_) => {
+                    ok = true;
+                    break;
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if !ok {
+            let e = first_err
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| "no synthetic input".into());
+            return Err(fail(key, format!("fails on every synthetic input: {e}")));
+        }
+    }
+    Ok(())
+}
+
+/// What an error transform sees: `{status, body, contentType}`.
+fn error_samples() -> Vec<Value> {
+    vec![
+        serde_json::json!({"status": 404, "contentType": "application/problem+json",
+            "body": {"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no such item"}}),
+        serde_json::json!({"status": 500, "contentType": "text/plain", "body": "internal error"}),
+    ]
+}
+
+/// `{prefix}__api_request`: any method and path under the upstream's base
+/// URL. The gateway confines the path (no scheme, host, or dot segments).
+fn raw_request_tool(name: String, method: &str) -> Tool {
+    let input = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]},
+            "path": {"type": "string", "pattern": "^/", "description": "Path relative to the API base URL, starting with `/`."},
+            "query": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean", "array"]}, "description": "Query parameters."},
+            "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Extra request headers."},
+            "body": {"description": "JSON request body."}
+        },
+        "required": ["method", "path"],
+        "additionalProperties": false
+    });
+    let Value::Object(input_schema) = input else {
+        unreachable!("literal object")
+    };
+    Tool {
+        name,
+        title: Some("Raw API request".into()),
+        description: Some(
+            "Send an arbitrary HTTP request to this API (confined to its base URL). Use only when no specific tool fits.".into(),
+        ),
+        input_schema,
+        output_schema: None,
+        annotations: crate::model::ToolAnnotations {
+            title: Some("Raw API request".into()),
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(false),
+            open_world_hint: Some(true),
+        },
+        operation: OperationRef {
+            method: method.into(),
+            path: "/".into(),
+            operation_id: None,
+            pointer: String::new(),
+        },
+        plan: crate::model::RequestPlan {
+            method: method.into(),
+            path: "/".into(),
+            params: vec![],
+            body: None,
+            raw: true,
+        },
+        transforms: Transforms::default(),
+        response_format: ResponseFormat::Auto,
+        output_wrap: None,
+        responses: vec![],
+        auth_required: true,
+        toolsets: vec![],
+    }
 }

@@ -191,6 +191,10 @@ pub fn load(name: &str, raw: Value, allow_external_refs: bool) -> Result<Documen
 
 /// Refuses any `$ref` that does not start with `#`. Iterative so a deeply
 /// nested hostile document cannot overflow the stack.
+///
+/// Extension (`x-*`) subtrees and example/default data are skipped: a `$ref`
+/// key there is vendor data, not an OpenAPI reference (Spotify and the
+/// Train Travel API both keep doc links under `x-` keys).
 fn check_local_refs(name: &str, root: &Value) -> Result<(), SpecError> {
     let mut stack: Vec<(&Value, String)> = vec![(root, String::new())];
     while let Some((v, ptr)) = stack.pop() {
@@ -206,6 +210,9 @@ fn check_local_refs(name: &str, root: &Value) -> Result<(), SpecError> {
                     }
                 }
                 for (k, child) in m {
+                    if k.starts_with("x-") || DATA_KEYS.contains(&k.as_str()) {
+                        continue;
+                    }
                     if child.is_object() || child.is_array() {
                         stack.push((child, format!("{ptr}/{}", escape_pointer(k))));
                     }
@@ -223,6 +230,8 @@ fn check_local_refs(name: &str, root: &Value) -> Result<(), SpecError> {
     }
     Ok(())
 }
+
+const DATA_KEYS: [&str; 5] = ["example", "examples", "default", "enum", "const"];
 
 /// Escapes one JSON pointer token (RFC 6901).
 pub fn escape_pointer(token: &str) -> String {

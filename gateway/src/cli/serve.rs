@@ -83,7 +83,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             interval: Duration::from_millis(args.poll_interval_ms.max(10)),
             ..WatchOptions::default()
         };
-        tokio::spawn(watch_file(store.clone(), path.clone(), opts, cancel.child_token()));
+        tokio::spawn(watch_file(
+            store.clone(),
+            path.clone(),
+            opts,
+            cancel.child_token(),
+        ));
     }
 
     let allowed_hosts = if args.allowed_hosts.iter().any(|h| h == "*") {
@@ -116,7 +121,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         bail!("--grace-period-seconds must be a non-negative number");
     }
     let grace = Duration::from_secs_f64(args.grace_period_seconds);
-    gateway::ops::serve(listener, state, cancel, gateway::ops::shutdown_signal(), grace).await?;
+    gateway::ops::serve(
+        listener,
+        state,
+        cancel,
+        gateway::ops::shutdown_signal(),
+        grace,
+    )
+    .await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -126,20 +138,13 @@ fn compile_spec(
     prefix: &str,
     overlays: &[PathBuf],
 ) -> anyhow::Result<catalog::Catalog> {
-    let bytes = std::fs::read(spec).with_context(|| format!("reading {}", spec.display()))?;
-    let mut parsed = Vec::new();
-    for o in overlays {
-        let b = std::fs::read(o).with_context(|| format!("reading {}", o.display()))?;
-        parsed.push(catalog::Overlay::parse(&o.display().to_string(), &b, false)?);
-    }
-    let options = catalog::CompileOptions::default();
-    let document = spec.display().to_string();
-    let upstream = catalog::compile_upstream(&catalog::UpstreamSource {
-        prefix,
-        document: &document,
-        spec: &bytes,
-        overlays: &parsed,
-        options: &options,
-    })?;
+    let source = super::compile::SourceArgs {
+        spec: spec.to_path_buf(),
+        prefix: prefix.to_string(),
+        overlays: overlays.to_vec(),
+        config: None,
+        strict: false,
+    };
+    let upstream = super::compile::compile_source(&source)?;
     Ok(catalog::Catalog::new(vec![upstream]))
 }

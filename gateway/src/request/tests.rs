@@ -42,14 +42,20 @@ fn pet_plan() -> RequestPlan {
 #[test]
 fn path_parameter_is_one_encoded_segment() {
     let r = build(&pet_plan(), &args(json!({"id": "a/b?x=1#f"})), &base()).unwrap();
-    assert_eq!(r.url.as_str(), "http://up.test/api/v1/pets/a%2Fb%3Fx%3D1%23f");
+    assert_eq!(
+        r.url.as_str(),
+        "http://up.test/api/v1/pets/a%2Fb%3Fx%3D1%23f"
+    );
 }
 
 #[test]
 fn dot_dot_path_parameter_never_leaves_the_path() {
     for hostile in ["..", "."] {
         let e = build(&pet_plan(), &args(json!({ "id": hostile })), &base()).unwrap_err();
-        assert!(matches!(e, RequestError::Argument { ref arg, .. } if arg == "id"), "{e}");
+        assert!(
+            matches!(e, RequestError::Argument { ref arg, .. } if arg == "id"),
+            "{e}"
+        );
     }
     let r = build(&pet_plan(), &args(json!({"id": "../../admin"})), &base()).unwrap();
     assert_eq!(r.url.path(), "/api/v1/pets/..%2F..%2Fadmin");
@@ -83,11 +89,26 @@ fn query_styles_follow_openapi() {
     let cases = [
         (ParamStyle::Form, true, json!(["a", "b"]), "q=a&q=b"),
         (ParamStyle::Form, false, json!(["a", "b"]), "q=a,b"),
-        (ParamStyle::SpaceDelimited, false, json!(["a", "b"]), "q=a%20b"),
+        (
+            ParamStyle::SpaceDelimited,
+            false,
+            json!(["a", "b"]),
+            "q=a%20b",
+        ),
         (ParamStyle::PipeDelimited, false, json!(["a", "b"]), "q=a|b"),
         (ParamStyle::Form, true, json!({"x": 1, "y": "z"}), "x=1&y=z"),
-        (ParamStyle::Form, false, json!({"x": 1, "y": "z"}), "q=x,1,y,z"),
-        (ParamStyle::DeepObject, true, json!({"x": 1, "y": {"z": true}}), "q[x]=1&q[y][z]=true"),
+        (
+            ParamStyle::Form,
+            false,
+            json!({"x": 1, "y": "z"}),
+            "q=x,1,y,z",
+        ),
+        (
+            ParamStyle::DeepObject,
+            true,
+            json!({"x": 1, "y": {"z": true}}),
+            "q[x]=1&q[y][z]=true",
+        ),
         (ParamStyle::Form, true, json!("a b&c=d"), "q=a%20b%26c%3Dd"),
     ];
     for (style, explode, value, want) in cases {
@@ -99,7 +120,10 @@ fn query_styles_follow_openapi() {
 
 #[test]
 fn absent_and_null_arguments_are_not_sent() {
-    let p = plan("/s", vec![param("q", ParamLocation::Query, ParamStyle::Form, true)]);
+    let p = plan(
+        "/s",
+        vec![param("q", ParamLocation::Query, ParamStyle::Form, true)],
+    );
     let r = build(&p, &args(json!({"q": null})), &base()).unwrap();
     assert_eq!(r.url.query(), None);
 }
@@ -108,13 +132,26 @@ fn absent_and_null_arguments_are_not_sent() {
 fn allow_reserved_keeps_reserved_but_not_structure() {
     let mut b = param("q", ParamLocation::Query, ParamStyle::Form, true);
     b.allow_reserved = true;
-    let r = build(&plan("/s", vec![b]), &args(json!({"q": "a/b:c&d"})), &base()).unwrap();
+    let r = build(
+        &plan("/s", vec![b]),
+        &args(json!({"q": "a/b:c&d"})),
+        &base(),
+    )
+    .unwrap();
     assert_eq!(r.url.query(), Some("q=a/b:c%26d"));
 }
 
 #[test]
 fn crlf_in_header_is_refused() {
-    let p = plan("/s", vec![param("X-Trace", ParamLocation::Header, ParamStyle::Simple, false)]);
+    let p = plan(
+        "/s",
+        vec![param(
+            "X-Trace",
+            ParamLocation::Header,
+            ParamStyle::Simple,
+            false,
+        )],
+    );
     let e = build(&p, &args(json!({"X-Trace": "a\r\nX-Evil: 1"})), &base()).unwrap_err();
     assert!(e.to_string().contains("CR"), "{e}");
     let r = build(&p, &args(json!({"X-Trace": "ok"})), &base()).unwrap();
@@ -123,7 +160,15 @@ fn crlf_in_header_is_refused() {
 
 #[test]
 fn framing_headers_cannot_be_set() {
-    let p = plan("/s", vec![param("Host", ParamLocation::Header, ParamStyle::Simple, false)]);
+    let p = plan(
+        "/s",
+        vec![param(
+            "Host",
+            ParamLocation::Header,
+            ParamStyle::Simple,
+            false,
+        )],
+    );
     assert!(build(&p, &args(json!({"Host": "evil"})), &base()).is_err());
 }
 
@@ -159,16 +204,27 @@ fn json_body_from_merged_arguments() {
         BodyEncoding::Json,
         BodySource::Merged {
             fields: vec![
-                FieldBinding { arg: "name".into(), name: "name".into() },
-                FieldBinding { arg: "body_id".into(), name: "id".into() },
+                FieldBinding {
+                    arg: "name".into(),
+                    name: "name".into(),
+                },
+                FieldBinding {
+                    arg: "body_id".into(),
+                    name: "id".into(),
+                },
             ],
         },
         "application/json",
     ));
     let r = build(&p, &args(json!({"name": "rex", "body_id": 7})), &base()).unwrap();
-    let RequestBody::Bytes { content_type, data } = r.body else { panic!() };
+    let RequestBody::Bytes { content_type, data } = r.body else {
+        panic!()
+    };
     assert_eq!(content_type, "application/json");
-    assert_eq!(serde_json::from_slice::<Value>(&data).unwrap(), json!({"name": "rex", "id": 7}));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&data).unwrap(),
+        json!({"name": "rex", "id": 7})
+    );
 }
 
 #[test]
@@ -191,8 +247,15 @@ fn form_body_is_urlencoded() {
         BodySource::Nested { arg: "body".into() },
         "application/x-www-form-urlencoded",
     ));
-    let r = build(&p, &args(json!({"body": {"a": "x y", "b": [1, 2]}})), &base()).unwrap();
-    let RequestBody::Bytes { data, .. } = r.body else { panic!() };
+    let r = build(
+        &p,
+        &args(json!({"body": {"a": "x y", "b": [1, 2]}})),
+        &base(),
+    )
+    .unwrap();
+    let RequestBody::Bytes { data, .. } = r.body else {
+        panic!()
+    };
     assert_eq!(String::from_utf8(data).unwrap(), "a=x%20y&b=1&b=2");
 }
 
@@ -206,8 +269,15 @@ fn multipart_binary_fields_are_decoded() {
     );
     bp.binary_fields = vec!["file".into()];
     p.body = Some(bp);
-    let r = build(&p, &args(json!({"body": {"file": "AAEC/w==", "note": "hi"}})), &base()).unwrap();
-    let RequestBody::Multipart(fields) = r.body else { panic!() };
+    let r = build(
+        &p,
+        &args(json!({"body": {"file": "AAEC/w==", "note": "hi"}})),
+        &base(),
+    )
+    .unwrap();
+    let RequestBody::Multipart(fields) = r.body else {
+        panic!()
+    };
     assert_eq!(fields[0].data, vec![0, 1, 2, 255]);
     assert_eq!(fields[0].filename.as_deref(), Some("file"));
     assert_eq!(fields[1].data, b"hi");
@@ -228,15 +298,30 @@ fn raw_base64_body_is_sent_as_bytes() {
     let r = build(&p, &args(json!({"body": "AAEC"})), &base()).unwrap();
     assert_eq!(
         r.body,
-        RequestBody::Bytes { content_type: "application/octet-stream".into(), data: vec![0, 1, 2] }
+        RequestBody::Bytes {
+            content_type: "application/octet-stream".into(),
+            data: vec![0, 1, 2]
+        }
     );
 }
 
 #[test]
 fn raw_tool_is_confined_to_the_base_url() {
-    let ok = build_raw(&args(json!({"method": "get", "path": "/pets", "query": {"a": [1, 2]}})), &base()).unwrap();
+    let ok = build_raw(
+        &args(json!({"method": "get", "path": "/pets", "query": {"a": [1, 2]}})),
+        &base(),
+    )
+    .unwrap();
     assert_eq!(ok.url.as_str(), "http://up.test/api/v1/pets?a=1&a=2");
-    for bad in ["/../x", "/a/%2e%2e/x", "//evil.test/x", "pets", "/a?b=1", "/a#f", "/a/%2F/b"] {
+    for bad in [
+        "/../x",
+        "/a/%2e%2e/x",
+        "//evil.test/x",
+        "pets",
+        "/a?b=1",
+        "/a#f",
+        "/a/%2F/b",
+    ] {
         assert!(
             build_raw(&args(json!({"method": "GET", "path": bad})), &base()).is_err(),
             "{bad} accepted"
@@ -247,12 +332,15 @@ fn raw_tool_is_confined_to_the_base_url() {
 #[test]
 fn transform_output_becomes_a_request() {
     let p = plan("/ignored", vec![]);
-    let out = json!({"path": "/pets/1", "query": {"x": "y"}, "headers": {"X-A": "b"}, "body": {"k": 1}});
+    let out =
+        json!({"path": "/pets/1", "query": {"x": "y"}, "headers": {"X-A": "b"}, "body": {"k": 1}});
     let r = from_transform(&out, &p, &base()).unwrap();
     assert_eq!(r.method, Method::GET);
     assert_eq!(r.url.as_str(), "http://up.test/api/v1/pets/1?x=y");
     assert_eq!(r.headers.len(), 1);
-    assert!(matches!(r.body, RequestBody::Bytes { ref content_type, .. } if content_type == "application/json"));
+    assert!(
+        matches!(r.body, RequestBody::Bytes { ref content_type, .. } if content_type == "application/json")
+    );
 }
 
 #[test]

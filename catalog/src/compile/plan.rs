@@ -1,0 +1,543 @@
+//! Arguments: parameters and request body → `inputSchema` + [`RequestPlan`].
+//!
+//! Naming of arguments (documented for users in the README):
+//! - a parameter's argument is its name; when two parameters in different
+//!   locations share a name (`id` in path and query), the later one (order:
+//!   path, query, header, cookie) becomes `{name}_{in}` (`id_query`);
+//! - an object body is merged into the top level when none of its property
+//!   names collides with a parameter argument (`bodyMode: auto`); in `merge`
+//!   mode colliding body properties are renamed `body_{name}`; otherwise the
+//!   body is nested under `body` (`request_body` if a parameter is itself
+//!   called `body`).
+//!
+//! The plan records every such mapping, so the gateway puts each argument
+//! back under its wire name.
+
+use serde_json::{Map, Value};
+
+use super::schema::{flatten_object, is_object_schema, Dir, SchemaConverter};
+use crate::model::{
+    BodyEncoding, BodyPlan, BodySource, FieldBinding, ParamBinding, ParamLocation, ParamStyle,
+    RequestPlan,
+};
+use crate::options::{BodyMode, CompileOptions};
+use crate::spec::{resolve, Document, OperationSite};
+
+/// An operation-level problem: the operation is rejected with this message.
+pub struct Invalid(pub String);
+
+pub struct Arguments {
+    pub input_schema: Map<String, Value>,
+    pub plan: RequestPlan,
+}
+
+struct Param {
+    name: String,
+    location: ParamLocation,
+    required: bool,
+    schema: Value,
+    style: ParamStyle,
+    explode: bool,
+    allow_reserved: bool,
+}
+
+fn location(s: &str) -> Option<ParamLocation> {
+    Some(match s {
+        "path" => ParamLocation::Path,
+        "query" => ParamLocation::Query,
+        "header" => ParamLocation::Header,
+        "cookie" => ParamLocation::Cookie,
+        _ => return None,
+    })
+}
+
+fn style(s: &str) -> Option<ParamStyle> {
+    Some(match s {
+        "simple" => ParamStyle::Simple,
+        "label" => ParamStyle::Label,
+        "matrix" => ParamStyle::Matrix,
+        "form" => ParamStyle::Form,
+        "spaceDelimited" => ParamStyle::SpaceDelimited,
+        "pipeDelimited" => ParamStyle::PipeDelimited,
+        "deepObject" => ParamStyle::DeepObject,
+        _ => return None,
+    })
+}
+
+fn loc_str(l: ParamLocation) -> &'static str {
+    match l {
+        ParamLocation::Path => "path",
+        ParamLocation::Query => "query",
+        ParamLocation::Header => "header",
+        ParamLocation::Cookie => "cookie",
+    }
+}
+
+/// Collects path-level and operation-level parameters (operation wins on
+/// the same name and location), resolving `$ref`s.
+fn collect_params(
+    doc: &Document,
+    site: &OperationSite<'_>,
+    conv: &mut SchemaConverter<'_>,
+) -> Result<Vec<Param>, Invalid> {
+    let mut raw: Vec<(&Value, String)> = Vec::new();
+    let lists = [
+        (
+            site.path_params,
+            format!("{}/parameters", site.path_item_pointer),
+        ),
+        (
+            site.operation.get("parameters"),
+            format!("{}/parameters", site.pointer),
+        ),
+    ];
+    for (list, ptr) in lists {
+        let Some(list) = list else { continue };
+        let Some(items) = list.as_array() else {
+            return Err(Invalid(format!("{ptr} is not an array")));
+        };
+        for (i, p) in items.iter().enumerate() {
+            let at = format!("{ptr}/{i}");
+            let (p, at) = resolve(doc, p, &at).map_err(|e| Invalid(e.to_string()))?;
+            raw.push((p, at));
+        }
+    }
+    let mut params: Vec<Param> = Vec::new();
+    for (p, at) in raw {
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Invalid(format!("parameter at {at} has no `name`")))?;
+        let loc_s = p.get("in").and_then(Value::as_str).unwrap_or("");
+        let location = location(loc_s).ok_or_else(|| {
+            Invalid(format!(
+                "parameter {name:?} at {at} has unsupported `in: {loc_s}`"
+            ))
+        })?;
+        // OpenAPI: these header parameters "SHALL be ignored"; the gateway
+        // sets them itself.
+        if location == ParamLocation::Header
+            && ["accept", "content-type", "authorization"]
+                .contains(&name.to_ascii_lowercase().as_str())
+        {
+            continue;
+        }
+        let (default_style, default_explode) = match location {
+            ParamLocation::Query | ParamLocation::Cookie => (ParamStyle::Form, true),
+            _ => (ParamStyle::Simple, false),
+        };
+        let style_v = match p.get("style").and_then(Value::as_str) {
+            Some(s) => style(s).ok_or_else(|| {
+                Invalid(format!(
+                    "parameter {name:?} at {at} has unknown style {s:?}"
+                ))
+            })?,
+            None => default_style,
+        };
+        let explode =
+            p.get("explode")
+                .and_then(Value::as_bool)
+                .unwrap_or(if p.get("style").is_some() {
+                    style_v == ParamStyle::Form
+                } else {
+                    default_explode
+                });
+        let schema_src = p.get("schema").or_else(|| {
+            p.get("content")
+                .and_then(Value::as_object)
+                .and_then(|c| c.values().next())
+                .and_then(|m| m.get("schema"))
+        });
+        let mut schema = match schema_src {
+            Some(s) => conv.convert(s, &format!("{at}/schema"), Dir::Request),
+            None => Value::Object(Map::new()),
+        };
+        if let (Some(desc), Value::Object(m)) =
+            (p.get("description").and_then(Value::as_str), &mut schema)
+        {
+            if !desc.is_empty() && !m.contains_key("description") {
+                m.insert("description".into(), Value::String(desc.to_string()));
+            }
+        }
+        if p.get("deprecated") == Some(&Value::Bool(true)) {
+            if let Value::Object(m) = &mut schema {
+                m.insert("deprecated".into(), Value::Bool(true));
+            }
+        }
+        if let (Some(ex), Value::Object(m)) = (p.get("example"), &mut schema) {
+            m.entry("examples")
+                .or_insert_with(|| Value::Array(vec![ex.clone()]));
+        }
+        let required = location == ParamLocation::Path
+            || p.get("required").and_then(Value::as_bool).unwrap_or(false);
+        let param = Param {
+            name: name.to_string(),
+            location,
+            required,
+            schema,
+            style: style_v,
+            explode,
+            allow_reserved: p
+                .get("allowReserved")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        };
+        if let Some(existing) = params
+            .iter_mut()
+            .find(|q| q.name == param.name && q.location == param.location)
+        {
+            *existing = param;
+        } else {
+            params.push(param);
+        }
+    }
+    // Every `{name}` in the path template needs a path parameter.
+    let template = site.path.split('#').next().unwrap_or(site.path);
+    for seg in template.split('{').skip(1) {
+        let Some(name) = seg.split('}').next() else {
+            continue;
+        };
+        if !params
+            .iter()
+            .any(|p| p.location == ParamLocation::Path && p.name == name)
+        {
+            return Err(Invalid(format!(
+                "path template {template:?} uses {{{name}}} but no path parameter {name:?} is declared"
+            )));
+        }
+    }
+    // A declared path parameter missing from the template cannot be sent.
+    params.retain(|p| {
+        p.location != ParamLocation::Path || template.contains(&format!("{{{}}}", p.name))
+    });
+    // Stable order: path, query, header, cookie; declaration order within.
+    params.sort_by_key(|p| match p.location {
+        ParamLocation::Path => 0,
+        ParamLocation::Query => 1,
+        ParamLocation::Header => 2,
+        ParamLocation::Cookie => 3,
+    });
+    Ok(params)
+}
+
+fn encoding_of(media: &str) -> BodyEncoding {
+    let m = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if m == "application/json" || m.ends_with("+json") || m == "*/*" || m == "text/json" {
+        BodyEncoding::Json
+    } else if m == "application/x-www-form-urlencoded" {
+        BodyEncoding::Form
+    } else if m == "multipart/form-data" || m.starts_with("multipart/") {
+        BodyEncoding::Multipart
+    } else {
+        BodyEncoding::Raw
+    }
+}
+
+fn is_binary_string(s: &Value) -> bool {
+    s.get("type").and_then(Value::as_str) == Some("string")
+        && matches!(
+            s.get("format").and_then(Value::as_str),
+            Some("binary") | Some("byte")
+        )
+        || s.get("contentMediaType").is_some()
+            && s.get("type").and_then(Value::as_str) == Some("string")
+}
+
+fn base64_string(mut s: Map<String, Value>, what: &str) -> Value {
+    s.insert("type".into(), Value::String("string".into()));
+    s.insert("contentEncoding".into(), Value::String("base64".into()));
+    s.remove("format");
+    let desc = match s.get("description").and_then(Value::as_str) {
+        Some(d) => format!("{d} ({what}, base64-encoded)"),
+        None => format!("{what}, base64-encoded"),
+    };
+    s.insert("description".into(), Value::String(desc));
+    Value::Object(s)
+}
+
+/// Builds the input schema and request plan of one operation.
+pub fn arguments(
+    doc: &Document,
+    site: &OperationSite<'_>,
+    method: &str,
+    conv: &mut SchemaConverter<'_>,
+    options: &CompileOptions,
+) -> Result<Arguments, Invalid> {
+    let params = collect_params(doc, site, conv)?;
+    let mut properties = Map::new();
+    let mut required: Vec<String> = Vec::new();
+    let mut bindings = Vec::new();
+    for p in params {
+        let mut arg = p.name.clone();
+        if properties.contains_key(&arg) {
+            arg = format!("{}_{}", p.name, loc_str(p.location));
+        }
+        if properties.contains_key(&arg) {
+            return Err(Invalid(format!(
+                "parameter {:?} in {} is declared twice",
+                p.name,
+                loc_str(p.location)
+            )));
+        }
+        properties.insert(arg.clone(), p.schema);
+        if p.required {
+            required.push(arg.clone());
+        }
+        bindings.push(ParamBinding {
+            arg,
+            name: p.name,
+            location: p.location,
+            style: p.style,
+            explode: p.explode,
+            allow_reserved: p.allow_reserved,
+            required: p.required,
+        });
+    }
+    for extra in &options.tools.extra_parameters {
+        if properties.contains_key(&extra.name) {
+            continue; // the operation declares it itself
+        }
+        let mut schema = extra
+            .schema
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({"type": "string"}));
+        if let (Some(d), Value::Object(m)) = (&extra.description, &mut schema) {
+            m.entry("description")
+                .or_insert_with(|| Value::String(d.clone()));
+        }
+        properties.insert(extra.name.clone(), schema);
+        if extra.required {
+            required.push(extra.name.clone());
+        }
+        let (style, explode) = match extra.location {
+            ParamLocation::Query | ParamLocation::Cookie => (ParamStyle::Form, true),
+            _ => (ParamStyle::Simple, false),
+        };
+        bindings.push(ParamBinding {
+            arg: extra.name.clone(),
+            name: extra.name.clone(),
+            location: extra.location,
+            style,
+            explode,
+            allow_reserved: false,
+            required: extra.required,
+        });
+    }
+
+    let body = match site.operation.get("requestBody") {
+        None => None,
+        Some(rb) => {
+            let (rb, at) = resolve(doc, rb, &format!("{}/requestBody", site.pointer))
+                .map_err(|e| Invalid(e.to_string()))?;
+            request_body(rb, &at, conv, options, &mut properties, &mut required)?
+        }
+    };
+
+    let mut input = Map::new();
+    input.insert("type".into(), Value::String("object".into()));
+    input.insert("properties".into(), Value::Object(properties));
+    if !required.is_empty() {
+        input.insert(
+            "required".into(),
+            Value::Array(required.into_iter().map(Value::String).collect()),
+        );
+    }
+    input.insert(
+        "additionalProperties".into(),
+        Value::Bool(options.schema.additional_properties),
+    );
+    Ok(Arguments {
+        input_schema: input,
+        plan: RequestPlan {
+            method: method.to_string(),
+            path: site.path.split('#').next().unwrap_or(site.path).to_string(),
+            params: bindings,
+            body,
+            raw: false,
+        },
+    })
+}
+
+fn request_body(
+    rb: &Value,
+    at: &str,
+    conv: &mut SchemaConverter<'_>,
+    options: &CompileOptions,
+    properties: &mut Map<String, Value>,
+    required: &mut Vec<String>,
+) -> Result<Option<BodyPlan>, Invalid> {
+    let Some(content) = rb.get("content").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    if content.is_empty() {
+        return Ok(None);
+    }
+    // Preference: JSON, then form, then multipart, then the first listed.
+    let pick = [
+        BodyEncoding::Json,
+        BodyEncoding::Form,
+        BodyEncoding::Multipart,
+        BodyEncoding::Raw,
+    ]
+    .iter()
+    .find_map(|enc| content.iter().find(|(m, _)| encoding_of(m) == *enc));
+    let Some((media, media_obj)) = pick else {
+        return Ok(None);
+    };
+    let encoding = encoding_of(media);
+    let body_required = rb.get("required").and_then(Value::as_bool).unwrap_or(false);
+    let media_ptr = format!("{at}/content/{}", crate::spec::escape_pointer(media));
+    let mut schema = match media_obj.get("schema") {
+        Some(s) => conv.convert(s, &format!("{media_ptr}/schema"), Dir::Request),
+        None => Value::Object(Map::new()),
+    };
+    if let (Some(d), Value::Object(m)) =
+        (rb.get("description").and_then(Value::as_str), &mut schema)
+    {
+        if !d.is_empty() {
+            m.entry("description")
+                .or_insert_with(|| Value::String(d.to_string()));
+        }
+    }
+    let content_type = if media == "*/*" {
+        "application/json".to_string()
+    } else {
+        media.clone()
+    };
+
+    let mut binary_fields = Vec::new();
+    let mut base64 = false;
+    match encoding {
+        BodyEncoding::Multipart => {
+            if let Some((mut props, req)) = flatten_object(&schema) {
+                for (name, s) in props.iter_mut() {
+                    let file = is_binary_string(s) || s.get("items").is_some_and(is_binary_string);
+                    if file {
+                        if let Value::Object(m) = std::mem::take(s) {
+                            *s = if m.get("type").and_then(Value::as_str) == Some("array") {
+                                let mut m = m;
+                                let item = m
+                                    .remove("items")
+                                    .and_then(|i| match i {
+                                        Value::Object(o) => Some(base64_string(o, "file content")),
+                                        _ => None,
+                                    })
+                                    .unwrap_or(Value::Null);
+                                m.insert("items".into(), item);
+                                Value::Object(m)
+                            } else {
+                                base64_string(m, "file content")
+                            };
+                        }
+                        binary_fields.push(name.clone());
+                    }
+                }
+                let mut m = Map::new();
+                m.insert("type".into(), Value::String("object".into()));
+                if let Some(d) = schema.get("description") {
+                    m.insert("description".into(), d.clone());
+                }
+                m.insert("properties".into(), Value::Object(props));
+                if !req.is_empty() {
+                    m.insert(
+                        "required".into(),
+                        Value::Array(req.into_iter().map(Value::String).collect()),
+                    );
+                }
+                schema = Value::Object(m);
+            }
+        }
+        BodyEncoding::Raw => {
+            let text = content_type.starts_with("text/")
+                || content_type.ends_with("+xml")
+                || content_type == "application/xml";
+            let s = match schema {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
+            if text {
+                let mut s = s;
+                s.insert("type".into(), Value::String("string".into()));
+                schema = Value::Object(s);
+            } else {
+                base64 = true;
+                schema = base64_string(s, &format!("request body ({content_type})"));
+            }
+        }
+        _ => {}
+    }
+
+    let mergeable = matches!(
+        encoding,
+        BodyEncoding::Json | BodyEncoding::Form | BodyEncoding::Multipart
+    ) && options.schema.body_mode != BodyMode::Nested;
+    let flat = if mergeable && is_object_schema(&schema) {
+        flatten_object(&schema)
+    } else {
+        None
+    };
+    let source = match flat {
+        Some((props, req)) if !props.is_empty() => {
+            let collides = props.keys().any(|k| properties.contains_key(k));
+            if collides && options.schema.body_mode == BodyMode::Auto {
+                nest(schema, body_required, properties, required)
+            } else {
+                let mut fields = Vec::new();
+                for (name, s) in props {
+                    let mut arg = name.clone();
+                    if properties.contains_key(&arg) {
+                        arg = format!("body_{name}");
+                        let mut n = 2;
+                        while properties.contains_key(&arg) {
+                            arg = format!("body_{name}_{n}");
+                            n += 1;
+                        }
+                    }
+                    // A body field is only required when the body is.
+                    if body_required && req.contains(&name) {
+                        required.push(arg.clone());
+                    }
+                    properties.insert(arg.clone(), s);
+                    fields.push(FieldBinding { arg, name });
+                }
+                BodySource::Merged { fields }
+            }
+        }
+        _ => nest(schema, body_required, properties, required),
+    };
+    Ok(Some(BodyPlan {
+        content_type,
+        encoding,
+        required: body_required,
+        source,
+        binary_fields,
+        base64,
+    }))
+}
+
+fn nest(
+    schema: Value,
+    body_required: bool,
+    properties: &mut Map<String, Value>,
+    required: &mut Vec<String>,
+) -> BodySource {
+    let mut arg = "body".to_string();
+    if properties.contains_key(&arg) {
+        arg = "request_body".to_string();
+        let mut n = 2;
+        while properties.contains_key(&arg) {
+            arg = format!("request_body_{n}");
+            n += 1;
+        }
+    }
+    properties.insert(arg.clone(), schema);
+    if body_required {
+        required.push(arg.clone());
+    }
+    BodySource::Nested { arg }
+}

@@ -1,0 +1,641 @@
+//! OpenAPI Schema Objects (3.0 dialect, 3.1 = JSON Schema 2020-12, and 2.0
+//! after conversion) → self-contained JSON Schema 2020-12.
+//!
+//! Every `$ref` is inlined, so a tool's schema never points outside itself
+//! (LLM clients handle `$ref` poorly and MCP tools must stand alone).
+//!
+//! NB: inlining must terminate on hostile and cyclic input. Three guards:
+//! - a `$ref` already being expanded higher up (a cycle) is cut and replaced
+//!   by an open schema whose description names the ref;
+//! - a node budget per top-level schema: past it, further refs are cut the
+//!   same way (keeps GitHub-sized APIs from producing megabyte schemas);
+//! - a nesting depth limit, so the walk's stack is bounded whatever the
+//!   document.
+//!
+//! Expansions that did not depend on the current stack are memoised, which
+//! keeps large specs (thousands of refs) linear rather than exponential.
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use crate::model::Warning;
+use crate::spec::{ref_pointer, Document, Version};
+
+/// Which side of the call a schema describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Arguments: `readOnly` properties are dropped.
+    Request,
+    /// Results: `writeOnly` properties are dropped.
+    Response,
+}
+
+/// Nodes one top-level schema may expand to before refs are cut.
+const NODE_BUDGET: usize = 3_000;
+/// Maximum nesting depth of the walk.
+const MAX_DEPTH: usize = 48;
+
+struct Memo {
+    value: Value,
+    nodes: usize,
+}
+
+/// Converts schemas of one document; caches expansions across calls.
+pub struct SchemaConverter<'d> {
+    doc: &'d Document,
+    memo: HashMap<(String, Dir), Memo>,
+    /// Refs being expanded, innermost last.
+    stack: Vec<String>,
+    nodes: usize,
+    warned: HashSet<String>,
+    pattern_ok: HashMap<String, bool>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Result of converting a subtree: the lowest stack index it was cut at
+/// (if any) says whether the result depends on the current stack.
+struct Out {
+    value: Value,
+    cut_at: Option<usize>,
+}
+
+fn min_cut(a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+const TYPE_NAMES: [&str; 7] = [
+    "string", "number", "integer", "boolean", "array", "object", "null",
+];
+
+impl<'d> SchemaConverter<'d> {
+    pub fn new(doc: &'d Document) -> Self {
+        SchemaConverter {
+            doc,
+            memo: HashMap::new(),
+            stack: Vec::new(),
+            nodes: 0,
+            warned: HashSet::new(),
+            pattern_ok: HashMap::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Converts one top-level schema (a parameter's, a body's, a
+    /// response's). `at` is its JSON pointer, used in warnings.
+    pub fn convert(&mut self, schema: &Value, at: &str, dir: Dir) -> Value {
+        self.nodes = 0;
+        self.stack.clear();
+        let out = self.walk(schema, at, dir, 0);
+        out.value
+    }
+
+    /// Resolves a `$ref` chain to the target schema without converting it.
+    /// Used by callers that need to look at a body's shape.
+    pub fn deref<'a>(&'a self, schema: &'a Value) -> &'a Value {
+        let mut cur = schema;
+        for _ in 0..16 {
+            match cur.get("$ref").and_then(Value::as_str) {
+                Some(r) => match ref_pointer(r).and_then(|p| self.doc.root.pointer(&p)) {
+                    Some(t) => cur = t,
+                    None => return cur,
+                },
+                None => return cur,
+            }
+        }
+        cur
+    }
+
+    fn warn_once(&mut self, key: String, code: &str, message: String, pointer: &str) {
+        if self.warned.insert(key) {
+            self.warnings.push(Warning {
+                code: code.to_string(),
+                message,
+                pointer: Some(pointer.to_string()),
+            });
+        }
+    }
+
+    fn open_schema(description: String) -> Value {
+        let mut m = Map::new();
+        m.insert("description".into(), Value::String(description));
+        Value::Object(m)
+    }
+
+    fn walk(&mut self, schema: &Value, at: &str, dir: Dir, depth: usize) -> Out {
+        self.nodes += 1;
+        let obj = match schema {
+            Value::Bool(_) => {
+                return Out {
+                    value: schema.clone(),
+                    cut_at: None,
+                }
+            }
+            Value::Object(o) => o,
+            // Not a schema at all: the most honest conversion is "anything".
+            _ => {
+                return Out {
+                    value: Value::Object(Map::new()),
+                    cut_at: None,
+                }
+            }
+        };
+        if depth > MAX_DEPTH {
+            self.warn_once(
+                format!("depth:{at}"),
+                "SchemaTooDeep",
+                format!("schema nesting deeper than {MAX_DEPTH} levels was cut"),
+                at,
+            );
+            return Out {
+                value: Self::open_schema(format!(
+                    "Not expanded: nesting deeper than {MAX_DEPTH} levels."
+                )),
+                cut_at: Some(0),
+            };
+        }
+        if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
+            let mut out = self.expand_ref(r, at, dir, depth);
+            // 3.1 allows keywords beside $ref; 3.0 says to ignore them, but
+            // descriptions next to refs are common and harmless to keep.
+            if obj.len() > 1 {
+                if let Value::Object(target) = &mut out.value {
+                    for key in ["description", "title", "default", "deprecated", "example"] {
+                        if let Some(v) = obj.get(key) {
+                            let k = if key == "example" { "examples" } else { key };
+                            let v = if key == "example" {
+                                Value::Array(vec![v.clone()])
+                            } else {
+                                v.clone()
+                            };
+                            target.insert(k.to_string(), v);
+                        }
+                    }
+                    if obj.get("nullable") == Some(&Value::Bool(true)) {
+                        let inner = std::mem::take(target);
+                        out.value = make_nullable(inner);
+                    }
+                }
+            }
+            return out;
+        }
+        self.walk_object(obj, at, dir, depth)
+    }
+
+    fn expand_ref(&mut self, r: &str, at: &str, dir: Dir, depth: usize) -> Out {
+        let Some(ptr) = ref_pointer(r) else {
+            // External refs were refused at load time unless allowed; an
+            // allowed one cannot be fetched by a pure compiler.
+            return Out {
+                value: Self::open_schema(format!("Not expanded: external reference {r}.")),
+                cut_at: None,
+            };
+        };
+        if let Some(i) = self.stack.iter().position(|s| *s == ptr) {
+            self.warn_once(
+                format!("cycle:{ptr}"),
+                "CircularRef",
+                format!("circular reference {r} is cut where it recurs (open schema)"),
+                at,
+            );
+            return Out {
+                value: Self::open_schema(format!(
+                    "Circular reference to {}; not expanded.",
+                    ref_name(r)
+                )),
+                cut_at: Some(i),
+            };
+        }
+        if let Some(m) = self.memo.get(&(ptr.clone(), dir)) {
+            if self.nodes + m.nodes <= NODE_BUDGET {
+                self.nodes += m.nodes;
+                return Out {
+                    value: m.value.clone(),
+                    cut_at: None,
+                };
+            }
+        }
+        if self.nodes >= NODE_BUDGET {
+            self.warn_once(
+                format!("budget:{at}"),
+                "SchemaTooLarge",
+                format!("schema exceeds {NODE_BUDGET} nodes; deeper references are not expanded"),
+                at,
+            );
+            return Out {
+                value: Self::open_schema(format!(
+                    "{}; not expanded (schema size limit).",
+                    ref_name(r)
+                )),
+                cut_at: Some(0),
+            };
+        }
+        let Some(target) = self.doc.root.pointer(&ptr) else {
+            self.warn_once(
+                format!("dangling:{ptr}"),
+                "DanglingRef",
+                format!("$ref {r} does not resolve; replaced by an open schema"),
+                at,
+            );
+            return Out {
+                value: Self::open_schema(format!("Unresolved reference {r}.")),
+                cut_at: None,
+            };
+        };
+        let before = self.nodes;
+        let level = self.stack.len();
+        self.stack.push(ptr.clone());
+        let out = self.walk(target, &ptr, dir, depth + 1);
+        self.stack.pop();
+        let independent = match out.cut_at {
+            None => true,
+            Some(i) => i >= level && i > 0,
+        };
+        if independent {
+            self.memo.insert(
+                (ptr, dir),
+                Memo {
+                    value: out.value.clone(),
+                    nodes: self.nodes - before,
+                },
+            );
+        }
+        Out {
+            value: out.value,
+            // Cuts pointing at this ref or deeper are resolved here.
+            cut_at: out.cut_at.filter(|&i| i < level),
+        }
+    }
+
+    fn walk_object(&mut self, obj: &Map<String, Value>, at: &str, dir: Dir, depth: usize) -> Out {
+        let v30 = self.doc.version != Version::OpenApi31;
+        let mut out = Map::new();
+        let mut cut = None;
+        let mut dropped_props: Vec<String> = Vec::new();
+        for (key, v) in obj {
+            let here = || format!("{at}/{}", crate::spec::escape_pointer(key));
+            match key.as_str() {
+                "type" => {
+                    if let Some(t) = convert_type(v) {
+                        if t == "file-as-string" {
+                            out.insert("type".into(), Value::String("string".into()));
+                            out.insert("format".into(), Value::String("binary".into()));
+                        } else {
+                            out.insert("type".into(), t_value(t, v));
+                        }
+                    } else {
+                        self.warn_once(
+                            format!("type:{}", here()),
+                            "SchemaKeywordDropped",
+                            format!("invalid type {v} dropped"),
+                            &here(),
+                        );
+                    }
+                }
+                "properties" | "patternProperties" | "dependentSchemas" => {
+                    let Some(props) = v.as_object() else { continue };
+                    let mut m = Map::new();
+                    for (name, s) in props {
+                        if key == "properties" && self.hidden_in(s, dir) {
+                            dropped_props.push(name.clone());
+                            continue;
+                        }
+                        if key == "patternProperties" && !self.pattern_valid(name) {
+                            continue;
+                        }
+                        let o = self.walk(
+                            s,
+                            &format!("{}/{}", here(), crate::spec::escape_pointer(name)),
+                            dir,
+                            depth + 1,
+                        );
+                        cut = min_cut(cut, o.cut_at);
+                        m.insert(name.clone(), o.value);
+                    }
+                    out.insert(key.clone(), Value::Object(m));
+                }
+                "items" => {
+                    if let Value::Array(items) = v {
+                        // 2.0/3.0 tuple form.
+                        let mut arr = Vec::new();
+                        for (i, s) in items.iter().enumerate() {
+                            let o = self.walk(s, &format!("{}/{i}", here()), dir, depth + 1);
+                            cut = min_cut(cut, o.cut_at);
+                            arr.push(o.value);
+                        }
+                        out.insert("prefixItems".into(), Value::Array(arr));
+                    } else {
+                        let o = self.walk(v, &here(), dir, depth + 1);
+                        cut = min_cut(cut, o.cut_at);
+                        out.insert(key.clone(), o.value);
+                    }
+                }
+                "additionalProperties"
+                | "unevaluatedProperties"
+                | "unevaluatedItems"
+                | "not"
+                | "contains"
+                | "propertyNames"
+                | "if"
+                | "then"
+                | "else" => {
+                    let o = self.walk(v, &here(), dir, depth + 1);
+                    cut = min_cut(cut, o.cut_at);
+                    out.insert(key.clone(), o.value);
+                }
+                "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                    let Some(items) = v.as_array() else { continue };
+                    if items.is_empty() {
+                        continue;
+                    }
+                    let mut arr = Vec::with_capacity(items.len());
+                    for (i, s) in items.iter().enumerate() {
+                        let o = self.walk(s, &format!("{}/{i}", here()), dir, depth + 1);
+                        cut = min_cut(cut, o.cut_at);
+                        arr.push(o.value);
+                    }
+                    out.insert(key.clone(), Value::Array(arr));
+                }
+                "required" => {
+                    if let Some(items) = v.as_array() {
+                        let names: Vec<Value> =
+                            items.iter().filter(|x| x.is_string()).cloned().collect();
+                        out.insert(key.clone(), Value::Array(dedup(names)));
+                    } else {
+                        self.warn_once(
+                            format!("required:{}", here()),
+                            "SchemaKeywordDropped",
+                            format!("`required: {v}` is not an array of names; dropped"),
+                            &here(),
+                        );
+                    }
+                }
+                "pattern" => {
+                    if let Some(p) = v.as_str() {
+                        if self.pattern_valid(p) {
+                            out.insert(key.clone(), v.clone());
+                        } else {
+                            self.warn_once(
+                                format!("pattern:{}", here()),
+                                "PatternDropped",
+                                format!("pattern {p:?} is not a valid ECMA-262 regex; dropped"),
+                                &here(),
+                            );
+                        }
+                    }
+                }
+                "minimum" | "maximum" | "multipleOf" => {
+                    if v.is_number()
+                        && !(key == "multipleOf" && v.as_f64().is_some_and(|f| f <= 0.0))
+                    {
+                        out.insert(key.clone(), v.clone());
+                    }
+                }
+                "exclusiveMinimum" | "exclusiveMaximum" => {
+                    // 3.0: a boolean modifying minimum/maximum.
+                    if v.is_number() {
+                        out.insert(key.clone(), v.clone());
+                    }
+                }
+                "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
+                | "maxProperties" | "minContains" | "maxContains" => {
+                    if v.is_u64() {
+                        out.insert(key.clone(), v.clone());
+                    }
+                }
+                "enum" => {
+                    if let Some(a) = v.as_array() {
+                        if !a.is_empty() {
+                            out.insert(key.clone(), Value::Array(dedup(a.clone())));
+                        }
+                    }
+                }
+                "uniqueItems" | "deprecated" | "readOnly" | "writeOnly" => {
+                    if v.is_boolean() {
+                        out.insert(key.clone(), v.clone());
+                    }
+                }
+                "title" | "description" | "format" | "contentMediaType" | "contentEncoding"
+                | "$comment" => {
+                    if v.is_string() {
+                        out.insert(key.clone(), v.clone());
+                    }
+                }
+                "const" | "default" => {
+                    out.insert(key.clone(), v.clone());
+                }
+                "example" => {
+                    if !obj.contains_key("examples") {
+                        out.insert("examples".into(), Value::Array(vec![v.clone()]));
+                    }
+                }
+                "examples" => {
+                    if v.is_array() {
+                        out.insert(key.clone(), v.clone());
+                    }
+                }
+                "dependentRequired" => {
+                    if v.is_object() {
+                        out.insert(key.clone(), v.clone());
+                    }
+                }
+                // OpenAPI-only (`nullable` handled below, `discriminator`,
+                // `xml`, `externalDocs`), extensions, and identifiers that
+                // would change the base URI of an inlined schema.
+                _ => {}
+            }
+        }
+        if v30 {
+            for (flag, bound) in [
+                ("exclusiveMinimum", "minimum"),
+                ("exclusiveMaximum", "maximum"),
+            ] {
+                if obj.get(flag) == Some(&Value::Bool(true)) {
+                    if let Some(b) = out.remove(bound) {
+                        out.insert(flag.into(), b);
+                    }
+                }
+            }
+        }
+        if !dropped_props.is_empty() {
+            if let Some(Value::Array(req)) = out.get_mut("required") {
+                req.retain(|r| {
+                    !r.as_str()
+                        .is_some_and(|s| dropped_props.iter().any(|d| d == s))
+                });
+            }
+        }
+        if matches!(out.get("required"), Some(Value::Array(a)) if a.is_empty()) {
+            out.remove("required");
+        }
+        let value = if obj.get("nullable") == Some(&Value::Bool(true)) {
+            make_nullable(out)
+        } else {
+            Value::Object(out)
+        };
+        Out { value, cut_at: cut }
+    }
+
+    /// Whether a property schema is `readOnly` (request side) or `writeOnly`
+    /// (response side) and so left out.
+    fn hidden_in(&self, s: &Value, dir: Dir) -> bool {
+        let s = self.deref(s);
+        let key = match dir {
+            Dir::Request => "readOnly",
+            Dir::Response => "writeOnly",
+        };
+        s.get(key) == Some(&Value::Bool(true))
+    }
+
+    fn pattern_valid(&mut self, p: &str) -> bool {
+        if let Some(&ok) = self.pattern_ok.get(p) {
+            return ok;
+        }
+        let mut m = Map::new();
+        m.insert("pattern".into(), Value::String(p.to_string()));
+        let ok = jsonschema::draft202012::new(&Value::Object(m)).is_ok();
+        self.pattern_ok.insert(p.to_string(), ok);
+        ok
+    }
+}
+
+fn ref_name(r: &str) -> &str {
+    r.rsplit('/').next().unwrap_or(r)
+}
+
+/// Returns the normalised type; `file-as-string` for Swagger's `file`.
+fn convert_type(v: &Value) -> Option<&str> {
+    match v {
+        Value::String(s) if s == "file" => Some("file-as-string"),
+        Value::String(s) if TYPE_NAMES.contains(&s.as_str()) => Some("single"),
+        Value::Array(a)
+            if !a.is_empty()
+                && a.iter()
+                    .all(|t| t.as_str().is_some_and(|t| TYPE_NAMES.contains(&t))) =>
+        {
+            Some("array")
+        }
+        _ => None,
+    }
+}
+
+fn t_value(kind: &str, original: &Value) -> Value {
+    match (kind, original) {
+        ("array", Value::Array(a)) => {
+            let d = dedup(a.clone());
+            if d.len() == 1 {
+                d.into_iter().next().unwrap_or(Value::Null)
+            } else {
+                Value::Array(d)
+            }
+        }
+        _ => original.clone(),
+    }
+}
+
+fn dedup(items: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+    for i in items {
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// 3.0 `nullable: true` as JSON Schema: `null` added to `type` (and to
+/// `enum`, which would otherwise still refuse it), or `anyOf [schema, null]`
+/// when there is no type to extend.
+pub fn make_nullable(mut m: Map<String, Value>) -> Value {
+    let null = Value::String("null".into());
+    match m.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = Value::String(std::mem::take(t));
+            if t != null {
+                m.insert("type".into(), Value::Array(vec![t, null]));
+            }
+        }
+        Some(Value::Array(a)) => {
+            if !a.contains(&null) {
+                a.push(null);
+            }
+        }
+        _ => {
+            if m.is_empty() {
+                return Value::Object(m);
+            }
+            let mut wrapper = Map::new();
+            for k in ["description", "title"] {
+                if let Some(v) = m.get(k) {
+                    wrapper.insert(k.into(), v.clone());
+                }
+            }
+            let mut null_schema = Map::new();
+            null_schema.insert("type".into(), Value::String("null".into()));
+            wrapper.insert(
+                "anyOf".into(),
+                Value::Array(vec![Value::Object(m), Value::Object(null_schema)]),
+            );
+            return Value::Object(wrapper);
+        }
+    }
+    if let Some(Value::Array(e)) = m.get_mut("enum") {
+        if !e.contains(&Value::Null) {
+            e.push(Value::Null);
+        }
+    }
+    Value::Object(m)
+}
+
+/// Whether a converted schema describes an object (usable as an MCP
+/// `inputSchema`/`outputSchema` root or as a mergeable body).
+pub fn is_object_schema(s: &Value) -> bool {
+    match s.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(_) => false,
+        None => {
+            s.get("properties").is_some()
+                || s.get("allOf")
+                    .and_then(Value::as_array)
+                    .is_some_and(|parts| !parts.is_empty() && parts.iter().all(is_object_schema))
+        }
+    }
+}
+
+/// Flattens a converted object schema (with `allOf` of objects) into one
+/// `(properties, required)` set, or `None` if the shape does not allow it
+/// (conflicting property names, non-object parts, oneOf/anyOf at the top).
+pub fn flatten_object(s: &Value) -> Option<(Map<String, Value>, Vec<String>)> {
+    let obj = s.as_object()?;
+    if !is_object_schema(s) || obj.contains_key("oneOf") || obj.contains_key("anyOf") {
+        return None;
+    }
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    if let Some(p) = obj.get("properties").and_then(Value::as_object) {
+        for (k, v) in p {
+            props.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(r) = obj.get("required").and_then(Value::as_array) {
+        required.extend(r.iter().filter_map(Value::as_str).map(String::from));
+    }
+    if let Some(parts) = obj.get("allOf").and_then(Value::as_array) {
+        for part in parts {
+            let (p, r) = flatten_object(part)?;
+            for (k, v) in p {
+                if props.contains_key(&k) {
+                    return None;
+                }
+                props.insert(k, v);
+            }
+            required.extend(r);
+        }
+    }
+    required.dedup();
+    Some((props, required))
+}

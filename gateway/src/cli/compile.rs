@@ -1,0 +1,176 @@
+//! `toolgate compile` and `toolgate lint`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use catalog::{Catalog, CompileOptions, Overlay, UpstreamCatalog, UpstreamSource};
+use clap::Args;
+
+/// What both subcommands read.
+#[derive(Args, Debug)]
+pub struct SourceArgs {
+    /// OpenAPI document (2.0, 3.0 or 3.1; JSON or YAML).
+    #[arg(long, value_name = "FILE")]
+    pub spec: PathBuf,
+    /// Tool prefix: every tool is named `{prefix}__{name}`.
+    #[arg(long, value_name = "P")]
+    pub prefix: String,
+    /// Overlay documents, applied in the order given.
+    #[arg(long = "overlay", value_name = "FILE")]
+    pub overlays: Vec<PathBuf>,
+    /// Compile settings (naming, tools, schema) as YAML or JSON.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Overlay targets that match nothing are errors, not warnings.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CompileArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Write the catalog here instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the jq request expression equivalent to TOOL's request plan.
+    #[arg(long, value_name = "TOOL")]
+    pub explain: Option<String>,
+    /// Exit non-zero when FILE differs from what would be compiled.
+    #[arg(long, value_name = "FILE", conflicts_with = "output")]
+    pub check: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct LintArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// How many of the longest tool names to show.
+    #[arg(long, default_value_t = 5)]
+    pub longest: usize,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Compiles the upstream described by the arguments.
+pub fn compile_source(args: &SourceArgs) -> Result<UpstreamCatalog> {
+    let options: CompileOptions = match &args.config {
+        None => CompileOptions::default(),
+        Some(p) => {
+            let bytes = read(p)?;
+            let value = catalog::spec::parse_value(&p.display().to_string(), &bytes)?;
+            serde_json::from_value(value)
+                .with_context(|| format!("{}: invalid compile settings", p.display()))?
+        }
+    };
+    let mut overlays = Vec::new();
+    for p in &args.overlays {
+        overlays.push(Overlay::parse(
+            &p.display().to_string(),
+            &read(p)?,
+            args.strict,
+        )?);
+    }
+    let spec = read(&args.spec)?;
+    let document = args.spec.display().to_string();
+    Ok(catalog::compile_upstream(&UpstreamSource {
+        prefix: &args.prefix,
+        document: &document,
+        spec: &spec,
+        overlays: &overlays,
+        options: &options,
+    })?)
+}
+
+/// Canonical bytes of a catalog file: pretty JSON plus a final newline.
+pub fn catalog_bytes(catalog: &Catalog) -> Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec_pretty(catalog)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+pub fn compile(args: CompileArgs) -> Result<ExitCode> {
+    let upstream = compile_source(&args.source)?;
+    if let Some(name) = &args.explain {
+        let Some(tool) = upstream.tools.iter().find(|t| &t.name == name) else {
+            bail!(
+                "no tool {name:?} in {} (run `toolgate lint` to list tools)",
+                args.source.spec.display()
+            );
+        };
+        println!("{}", catalog::explain::request_jq(&tool.plan));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bytes = catalog_bytes(&Catalog::new(vec![upstream]))?;
+    if let Some(path) = &args.check {
+        let existing = read(path)?;
+        if existing != bytes {
+            eprintln!(
+                "{} is stale: recompile with `toolgate compile ... -o {}`",
+                path.display(),
+                path.display()
+            );
+            return Ok(ExitCode::from(1));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    match &args.output {
+        Some(path) => std::fs::write(path, &bytes)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        None => std::io::stdout().lock().write_all(&bytes)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn lint(args: LintArgs) -> Result<ExitCode> {
+    let u = compile_source(&args.source)?;
+    let mut out = String::new();
+    use std::fmt::Write as _;
+    let title = u.source.title.as_deref().unwrap_or("(untitled)");
+    writeln!(
+        out,
+        "{}: {title} (OpenAPI {}), {} operations",
+        args.source.spec.display(),
+        u.source.openapi_version,
+        u.source.operation_count
+    )?;
+    writeln!(out, "tools:    {}", u.tools.len())?;
+    writeln!(out, "rejected: {}", u.rejected.len())?;
+    writeln!(out, "warnings: {}", u.warnings.len())?;
+    if !u.rejected.is_empty() {
+        writeln!(out, "\nRejected operations:")?;
+        for r in &u.rejected {
+            writeln!(
+                out,
+                "  {} {} [{}] {}",
+                r.method,
+                r.path,
+                r.reason.as_str(),
+                r.message
+            )?;
+        }
+    }
+    if !u.warnings.is_empty() {
+        writeln!(out, "\nWarnings:")?;
+        for w in &u.warnings {
+            match &w.pointer {
+                Some(p) => writeln!(out, "  [{}] {} ({p})", w.code, w.message)?,
+                None => writeln!(out, "  [{}] {}", w.code, w.message)?,
+            }
+        }
+    }
+    let mut names: Vec<&str> = u.tools.iter().map(|t| t.name.as_str()).collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    if !names.is_empty() {
+        writeln!(out, "\nLongest tool names:")?;
+        for n in names.iter().take(args.longest) {
+            writeln!(out, "  {:>3}  {n}", n.len())?;
+        }
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}

@@ -155,18 +155,27 @@ pub async fn serve(
     let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
         stop.cancelled().await;
     });
-    let server = tokio::spawn(async move { server.await });
+    let mut server = tokio::spawn(async move { server.await });
     shutdown.await;
     tracing::info!(
         in_flight = shared.in_flight(),
         "shutting down: no new connections; draining tool calls"
     );
     stop_accepting.cancel();
+    let started = tokio::time::Instant::now();
     if tokio::time::timeout(grace, shared.drained()).await.is_err() {
         tracing::warn!(
             in_flight = shared.in_flight(),
             "grace period over; cancelling remaining calls"
         );
+    }
+    // NB: a finished call's result still has to travel through its
+    // response stream; cancelling right away could cut it off. Connections
+    // without a long-lived stream close by themselves within this window.
+    let flush = FLUSH.min(grace.saturating_sub(started.elapsed()));
+    if let Ok(done) = tokio::time::timeout(flush, &mut server).await {
+        cancel.cancel();
+        return done.map_err(std::io::Error::other)?;
     }
     cancel.cancel();
     match tokio::time::timeout(Duration::from_secs(2), server).await {
@@ -178,6 +187,9 @@ pub async fn serve(
         }
     }
 }
+
+/// Time given to results of drained calls to reach their clients.
+const FLUSH: Duration = Duration::from_millis(500);
 
 /// Resolves on SIGTERM or Ctrl-C.
 pub async fn shutdown_signal() {

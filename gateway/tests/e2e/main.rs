@@ -10,6 +10,8 @@ mod upstream;
 mod auth;
 /// tools/call: validation, request building, status routing, formats.
 mod call;
+/// The spec corpus, compiled and served.
+mod corpus;
 /// `/mcp/{prefix}` scoping and the HTTP edge.
 mod edge;
 /// tools/list: schemas, constraints, pagination, protocol versions.

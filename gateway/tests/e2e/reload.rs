@@ -364,3 +364,33 @@ async fn sigterm_drains_in_flight_calls_then_exits() {
     .expect("timed out waiting for toolgate to exit");
     assert!(exited.success(), "{exited:?}");
 }
+
+#[tokio::test]
+async fn spec_mode_compiles_in_process_and_serves() {
+    let up = TestUpstream::start().await;
+    let spec = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/specs/oai-petstore-v3.yaml"
+    );
+    let spec = std::env::var("TOOLGATE_SPECS")
+        .map(|d| format!("{d}/oai-petstore-v3.yaml"))
+        .unwrap_or_else(|_| spec.to_string());
+    let served = serve(&["--spec", &spec, "--prefix", "pets", "--base-url", &up.url]);
+    let client = connect(&format!("{}/mcp", served.url)).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert_eq!(tools.len(), 3);
+    let r = call(&client, "pets__showPetById", json!({"petId": "7"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(r.structured_content, Some(json!({"id": 7, "name": "rex"})));
+    let r = call(&client, "pets__listPets", json!({"limit": 101})).await;
+    assert!(is_error(&r));
+    assert_eq!(up.count(), 1);
+    let r = call(&client, "pets__createPets", json!({"id": 1, "name": "rex"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let rec = up.last();
+    assert_eq!((rec.method.as_str(), rec.path.as_str()), ("POST", "/pets"));
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&rec.body).unwrap(),
+        json!({"id": 1, "name": "rex"})
+    );
+}

@@ -93,9 +93,10 @@ impl UpstreamCatalog {
     /// Recomputes [`UpstreamCatalog::hash`] from the content.
     pub fn seal(&mut self) {
         self.hash = String::new();
-        // Serialising our own plain data types cannot fail.
-        let bytes = serde_json::to_vec(self).unwrap_or_default();
-        self.hash = hex(&Sha256::digest(&bytes));
+        let mut w = HashWriter(Sha256::new());
+        // Serialising our own plain data types into a hasher cannot fail.
+        let _ = serde_json::to_writer(&mut w, self);
+        self.hash = hex(&w.0.finalize());
     }
 }
 
@@ -436,6 +437,20 @@ impl RejectReason {
             Self::OperationInvalid => "OperationInvalid",
             Self::SchemaInvalid => "SchemaInvalid",
         }
+    }
+}
+
+/// Streams serialised bytes into the hash instead of buffering the whole
+/// upstream (megabytes for large APIs).
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -65,31 +65,13 @@ pub fn compile_upstream(src: &UpstreamSource<'_>) -> Result<UpstreamCatalog, Com
 }
 
 fn check_options(src: &UpstreamSource<'_>) -> Result<(), CompileError> {
-    let n = &src.options.naming;
     if !naming::is_valid_name(src.prefix) {
         return Err(CompileError::Options {
             field: "toolPrefix".into(),
             message: format!("{:?} must match ^[A-Za-z0-9_.-]+$", src.prefix),
         });
     }
-    if !n.separator.is_empty() && !naming::is_valid_name(&n.separator) {
-        return Err(CompileError::Options {
-            field: "naming.separator".into(),
-            message: format!("{:?} must match ^[A-Za-z0-9_.-]*$", n.separator),
-        });
-    }
-    // Room for at least a short base name plus the hash suffix.
-    let min = src.prefix.len() + n.separator.len() + 12;
-    if n.max_length < min {
-        return Err(CompileError::Options {
-            field: "naming.maxLength".into(),
-            message: format!(
-                "{} leaves no room for tool names after prefix {:?} (need at least {min})",
-                n.max_length, src.prefix
-            ),
-        });
-    }
-    Ok(())
+    naming::check_settings(src.prefix, &src.options.naming)
 }
 
 struct Draft<'a> {
@@ -402,41 +384,47 @@ fn build_tool(
         }
     }
     let input_value = Value::Object(args.input_schema);
-    let body_schema = body_schema(&output_schema, output_wrap, &responses);
-    check_transforms(
-        site,
-        method,
-        &transforms,
-        &input_value,
-        body_schema.as_ref(),
-    )?;
-    let Value::Object(input_schema) = input_value else {
-        unreachable!("input schema is built as an object")
-    };
+    if !transforms.is_empty() {
+        let body = body_schema(&output_schema, output_wrap);
+        check_transforms(site, method, &transforms, &input_value, body.as_ref())?;
+    }
 
     // The response transform reshapes the body, so the body's schema no
     // longer describes what the client gets: advertise no outputSchema.
-    let (output_schema, output_wrap) = if transforms.response.is_some() {
+    let (output_value, output_wrap) = if transforms.response.is_some() {
         (None, None)
     } else {
-        (output_schema, output_wrap)
+        (output_schema.map(Value::Object), output_wrap)
     };
 
+    // NB: the converter only emits keywords it has checked (patterns
+    // compile, counts are non-negative integers, ...); this meta-schema
+    // check is the safety net that keeps a bad schema out of the gateway,
+    // at a fraction of the cost of building a validator.
     for (what, s) in [
-        ("inputSchema", Some(&input_schema)),
-        ("outputSchema", output_schema.as_ref()),
+        ("inputSchema", Some(&input_value)),
+        ("outputSchema", output_value.as_ref()),
     ] {
         if let Some(s) = s {
-            if let Err(e) = jsonschema::draft202012::new(&Value::Object(s.clone())) {
+            if let Err(e) = jsonschema::draft202012::meta::validate(s) {
                 return Err(reject(
                     site,
                     method,
                     RejectReason::SchemaInvalid,
-                    format!("generated {what} does not compile as JSON Schema 2020-12: {e}"),
+                    format!("generated {what} is not valid JSON Schema 2020-12: {e}"),
                 ));
             }
         }
     }
+    let (Value::Object(input_schema), output_schema) = (
+        input_value,
+        output_value.and_then(|v| match v {
+            Value::Object(m) => Some(m),
+            _ => None,
+        }),
+    ) else {
+        unreachable!("input schema is built as an object")
+    };
 
     let description = annotate::description(op, &options.naming);
     let annotations = annotate::annotations(method, op).map_err(invalid)?;
@@ -549,11 +537,7 @@ fn success_responses(
 }
 
 /// The body schema behind the output schema (for dry runs).
-fn body_schema(
-    output: &Option<Map<String, Value>>,
-    wrap: Option<OutputWrap>,
-    _responses: &[ResponseSchema],
-) -> Option<Value> {
+fn body_schema(output: &Option<Map<String, Value>>, wrap: Option<OutputWrap>) -> Option<Value> {
     let out = output.as_ref()?;
     match wrap? {
         OutputWrap::Body => Some(Value::Object(out.clone())),

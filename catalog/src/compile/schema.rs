@@ -31,8 +31,18 @@ pub enum Dir {
     Response,
 }
 
-/// Nodes one top-level schema may expand to before refs are cut.
-const NODE_BUDGET: usize = 3_000;
+/// Nodes one top-level schema may expand to before refs are cut, and how
+/// many `$ref`s deep inlining goes. Responses get less: their schemas are
+/// only used to validate and to advertise `outputSchema`, and real APIs
+/// (Discord, Box) otherwise produce 100+ KiB per tool, which bloats
+/// `tools/list` and the gateway's memory. A cut is an open schema, so
+/// validation gets looser below it, never wrong.
+fn limits(dir: Dir) -> (usize, usize) {
+    match dir {
+        Dir::Request => (2_500, 8),
+        Dir::Response => (600, 3),
+    }
+}
 /// Maximum nesting depth of the walk.
 const MAX_DEPTH: usize = 48;
 
@@ -44,12 +54,19 @@ struct Memo {
 /// Converts schemas of one document; caches expansions across calls.
 pub struct SchemaConverter<'d> {
     doc: &'d Document,
-    memo: HashMap<(String, Dir), Memo>,
+    /// Keyed by ref, direction and ref depth (depth cuts depend on it).
+    memo: HashMap<(String, Dir, usize), Memo>,
     /// Refs being expanded, innermost last.
     stack: Vec<String>,
     nodes: usize,
     warned: HashSet<String>,
     pattern_ok: HashMap<String, bool>,
+    /// Budget and depth-limit cuts so far in this top-level conversion.
+    budget_cuts: usize,
+    /// JSON pointer of the node being converted, for warnings. One buffer
+    /// pushed and truncated as the walk goes: pointers for every node would
+    /// otherwise be a large share of the compile time.
+    ptr: String,
     pub warnings: Vec<Warning>,
 }
 
@@ -58,6 +75,15 @@ pub struct SchemaConverter<'d> {
 struct Out {
     value: Value,
     cut_at: Option<usize>,
+}
+
+impl Out {
+    fn plain(value: Value) -> Out {
+        Out {
+            value,
+            cut_at: None,
+        }
+    }
 }
 
 fn min_cut(a: Option<usize>, b: Option<usize>) -> Option<usize> {
@@ -81,6 +107,8 @@ impl<'d> SchemaConverter<'d> {
             nodes: 0,
             warned: HashSet::new(),
             pattern_ok: HashMap::new(),
+            budget_cuts: 0,
+            ptr: String::new(),
             warnings: Vec::new(),
         }
     }
@@ -89,8 +117,11 @@ impl<'d> SchemaConverter<'d> {
     /// response's). `at` is its JSON pointer, used in warnings.
     pub fn convert(&mut self, schema: &Value, at: &str, dir: Dir) -> Value {
         self.nodes = 0;
+        self.budget_cuts = 0;
         self.stack.clear();
-        let out = self.walk(schema, at, dir, 0);
+        self.ptr.clear();
+        self.ptr.push_str(at);
+        let out = self.walk(schema, dir, 0);
         out.value
     }
 
@@ -110,14 +141,37 @@ impl<'d> SchemaConverter<'d> {
         cur
     }
 
-    fn warn_once(&mut self, key: String, code: &str, message: String, pointer: &str) {
+    /// Records a warning at the current pointer, once per `key`.
+    fn warn_once(&mut self, key: String, code: &str, message: String) {
         if self.warned.insert(key) {
             self.warnings.push(Warning {
                 code: code.to_string(),
                 message,
-                pointer: Some(pointer.to_string()),
+                pointer: Some(self.ptr.clone()),
             });
         }
+    }
+
+    /// Appends one escaped pointer token; returns the length to truncate
+    /// back to.
+    fn enter(&mut self, token: &str) -> usize {
+        let len = self.ptr.len();
+        self.ptr.push('/');
+        for c in token.chars() {
+            match c {
+                '~' => self.ptr.push_str("~0"),
+                '/' => self.ptr.push_str("~1"),
+                c => self.ptr.push(c),
+            }
+        }
+        len
+    }
+
+    fn enter_index(&mut self, i: usize) -> usize {
+        use std::fmt::Write;
+        let len = self.ptr.len();
+        let _ = write!(self.ptr, "/{i}");
+        len
     }
 
     fn open_schema(description: String) -> Value {
@@ -126,7 +180,10 @@ impl<'d> SchemaConverter<'d> {
         Value::Object(m)
     }
 
-    fn walk(&mut self, schema: &Value, at: &str, dir: Dir, depth: usize) -> Out {
+    /// Marks that a budget cut happened during the current top-level
+    /// conversion; such expansions depend on the budget left and are never
+    /// memoised.
+    fn walk(&mut self, schema: &Value, dir: Dir, depth: usize) -> Out {
         self.nodes += 1;
         let obj = match schema {
             Value::Bool(_) => {
@@ -146,20 +203,17 @@ impl<'d> SchemaConverter<'d> {
         };
         if depth > MAX_DEPTH {
             self.warn_once(
-                format!("depth:{at}"),
+                format!("depth:{}", self.ptr),
                 "SchemaTooDeep",
                 format!("schema nesting deeper than {MAX_DEPTH} levels was cut"),
-                at,
             );
-            return Out {
-                value: Self::open_schema(format!(
-                    "Not expanded: nesting deeper than {MAX_DEPTH} levels."
-                )),
-                cut_at: Some(0),
-            };
+            self.budget_cuts += 1;
+            return Out::plain(Self::open_schema(format!(
+                "Not expanded: nesting deeper than {MAX_DEPTH} levels."
+            )));
         }
         if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
-            let mut out = self.expand_ref(r, at, dir, depth);
+            let mut out = self.expand_ref(r, dir, depth);
             // 3.1 allows keywords beside $ref; 3.0 says to ignore them, but
             // descriptions next to refs are common and harmless to keep.
             if obj.len() > 1 {
@@ -183,10 +237,10 @@ impl<'d> SchemaConverter<'d> {
             }
             return out;
         }
-        self.walk_object(obj, at, dir, depth)
+        self.walk_object(obj, dir, depth)
     }
 
-    fn expand_ref(&mut self, r: &str, at: &str, dir: Dir, depth: usize) -> Out {
+    fn expand_ref(&mut self, r: &str, dir: Dir, depth: usize) -> Out {
         let Some(ptr) = ref_pointer(r) else {
             // External refs were refused at load time unless allowed; an
             // allowed one cannot be fetched by a pure compiler.
@@ -200,7 +254,6 @@ impl<'d> SchemaConverter<'d> {
                 format!("cycle:{ptr}"),
                 "CircularRef",
                 format!("circular reference {r} is cut where it recurs (open schema)"),
-                at,
             );
             return Out {
                 value: Self::open_schema(format!(
@@ -210,8 +263,19 @@ impl<'d> SchemaConverter<'d> {
                 cut_at: Some(i),
             };
         }
-        if let Some(m) = self.memo.get(&(ptr.clone(), dir)) {
-            if self.nodes + m.nodes <= NODE_BUDGET {
+        let (budget, max_refs) = limits(dir);
+        let level = self.stack.len();
+        if level >= max_refs {
+            return Out {
+                value: Self::open_schema(format!(
+                    "{} (not expanded: nested deeper than {max_refs} references).",
+                    ref_name(r)
+                )),
+                cut_at: None,
+            };
+        }
+        if let Some(m) = self.memo.get(&(ptr.clone(), dir, level)) {
+            if self.nodes + m.nodes <= budget {
                 self.nodes += m.nodes;
                 return Out {
                     value: m.value.clone(),
@@ -219,27 +283,23 @@ impl<'d> SchemaConverter<'d> {
                 };
             }
         }
-        if self.nodes >= NODE_BUDGET {
+        if self.nodes >= budget {
             self.warn_once(
-                format!("budget:{at}"),
+                format!("budget:{}", self.ptr),
                 "SchemaTooLarge",
-                format!("schema exceeds {NODE_BUDGET} nodes; deeper references are not expanded"),
-                at,
+                format!("schema exceeds {budget} nodes; further references are not expanded"),
             );
-            return Out {
-                value: Self::open_schema(format!(
-                    "{}; not expanded (schema size limit).",
-                    ref_name(r)
-                )),
-                cut_at: Some(0),
-            };
+            self.budget_cuts += 1;
+            return Out::plain(Self::open_schema(format!(
+                "{}; not expanded (schema size limit).",
+                ref_name(r)
+            )));
         }
         let Some(target) = self.doc.root.pointer(&ptr) else {
             self.warn_once(
                 format!("dangling:{ptr}"),
                 "DanglingRef",
                 format!("$ref {r} does not resolve; replaced by an open schema"),
-                at,
             );
             return Out {
                 value: Self::open_schema(format!("Unresolved reference {r}.")),
@@ -247,17 +307,18 @@ impl<'d> SchemaConverter<'d> {
             };
         };
         let before = self.nodes;
-        let level = self.stack.len();
+        let cuts_before = self.budget_cuts;
         self.stack.push(ptr.clone());
-        let out = self.walk(target, &ptr, dir, depth + 1);
+        let saved = std::mem::replace(&mut self.ptr, ptr.clone());
+        let out = self.walk(target, dir, depth + 1);
+        self.ptr = saved;
         self.stack.pop();
-        let independent = match out.cut_at {
-            None => true,
-            Some(i) => i >= level && i > 0,
-        };
+        // Independent of the stack when every cycle cut inside points at
+        // this ref or deeper, and of the budget when none was hit.
+        let independent = out.cut_at.is_none_or(|i| i >= level) && self.budget_cuts == cuts_before;
         if independent {
             self.memo.insert(
-                (ptr, dir),
+                (ptr, dir, level),
                 Memo {
                     value: out.value.clone(),
                     nodes: self.nodes - before,
@@ -271,13 +332,16 @@ impl<'d> SchemaConverter<'d> {
         }
     }
 
-    fn walk_object(&mut self, obj: &Map<String, Value>, at: &str, dir: Dir, depth: usize) -> Out {
+    fn walk_object(&mut self, obj: &Map<String, Value>, dir: Dir, depth: usize) -> Out {
         let v30 = self.doc.version != Version::OpenApi31;
         let mut out = Map::new();
         let mut cut = None;
         let mut dropped_props: Vec<String> = Vec::new();
+        let base_len = self.ptr.len();
         for (key, v) in obj {
-            let here = || format!("{at}/{}", crate::spec::escape_pointer(key));
+            // Reset first: match arms below `continue` early.
+            self.ptr.truncate(base_len);
+            self.enter(key);
             match key.as_str() {
                 "type" => {
                     if let Some(t) = convert_type(v) {
@@ -289,10 +353,9 @@ impl<'d> SchemaConverter<'d> {
                         }
                     } else {
                         self.warn_once(
-                            format!("type:{}", here()),
+                            format!("type:{}", self.ptr),
                             "SchemaKeywordDropped",
                             format!("invalid type {v} dropped"),
-                            &here(),
                         );
                     }
                 }
@@ -307,12 +370,9 @@ impl<'d> SchemaConverter<'d> {
                         if key == "patternProperties" && !self.pattern_valid(name) {
                             continue;
                         }
-                        let o = self.walk(
-                            s,
-                            &format!("{}/{}", here(), crate::spec::escape_pointer(name)),
-                            dir,
-                            depth + 1,
-                        );
+                        let l = self.enter(name);
+                        let o = self.walk(s, dir, depth + 1);
+                        self.ptr.truncate(l);
                         cut = min_cut(cut, o.cut_at);
                         m.insert(name.clone(), o.value);
                     }
@@ -323,13 +383,15 @@ impl<'d> SchemaConverter<'d> {
                         // 2.0/3.0 tuple form.
                         let mut arr = Vec::new();
                         for (i, s) in items.iter().enumerate() {
-                            let o = self.walk(s, &format!("{}/{i}", here()), dir, depth + 1);
+                            let l = self.enter_index(i);
+                            let o = self.walk(s, dir, depth + 1);
+                            self.ptr.truncate(l);
                             cut = min_cut(cut, o.cut_at);
                             arr.push(o.value);
                         }
                         out.insert("prefixItems".into(), Value::Array(arr));
                     } else {
-                        let o = self.walk(v, &here(), dir, depth + 1);
+                        let o = self.walk(v, dir, depth + 1);
                         cut = min_cut(cut, o.cut_at);
                         out.insert(key.clone(), o.value);
                     }
@@ -343,7 +405,7 @@ impl<'d> SchemaConverter<'d> {
                 | "if"
                 | "then"
                 | "else" => {
-                    let o = self.walk(v, &here(), dir, depth + 1);
+                    let o = self.walk(v, dir, depth + 1);
                     cut = min_cut(cut, o.cut_at);
                     out.insert(key.clone(), o.value);
                 }
@@ -354,7 +416,9 @@ impl<'d> SchemaConverter<'d> {
                     }
                     let mut arr = Vec::with_capacity(items.len());
                     for (i, s) in items.iter().enumerate() {
-                        let o = self.walk(s, &format!("{}/{i}", here()), dir, depth + 1);
+                        let l = self.enter_index(i);
+                        let o = self.walk(s, dir, depth + 1);
+                        self.ptr.truncate(l);
                         cut = min_cut(cut, o.cut_at);
                         arr.push(o.value);
                     }
@@ -367,10 +431,9 @@ impl<'d> SchemaConverter<'d> {
                         out.insert(key.clone(), Value::Array(dedup(names)));
                     } else {
                         self.warn_once(
-                            format!("required:{}", here()),
+                            format!("required:{}", self.ptr),
                             "SchemaKeywordDropped",
                             format!("`required: {v}` is not an array of names; dropped"),
-                            &here(),
                         );
                     }
                 }
@@ -380,10 +443,9 @@ impl<'d> SchemaConverter<'d> {
                             out.insert(key.clone(), v.clone());
                         } else {
                             self.warn_once(
-                                format!("pattern:{}", here()),
+                                format!("pattern:{}", self.ptr),
                                 "PatternDropped",
                                 format!("pattern {p:?} is not a valid ECMA-262 regex; dropped"),
-                                &here(),
                             );
                         }
                     }
@@ -449,6 +511,7 @@ impl<'d> SchemaConverter<'d> {
                 _ => {}
             }
         }
+        self.ptr.truncate(base_len);
         if v30 {
             for (flag, bound) in [
                 ("exclusiveMinimum", "minimum"),

@@ -196,39 +196,67 @@ pub fn load(name: &str, raw: Value, allow_external_refs: bool) -> Result<Documen
 /// key there is vendor data, not an OpenAPI reference (Spotify and the
 /// Train Travel API both keep doc links under `x-` keys).
 fn check_local_refs(name: &str, root: &Value) -> Result<(), SpecError> {
-    let mut stack: Vec<(&Value, String)> = vec![(root, String::new())];
-    while let Some((v, ptr)) = stack.pop() {
+    // First pass without building pointers (the common case is "all
+    // local", and pointer strings for every node cost more than the walk).
+    let mut stack: Vec<&Value> = vec![root];
+    let mut external = None;
+    while let Some(v) = stack.pop() {
         match v {
             Value::Object(m) => {
                 if let Some(Value::String(r)) = m.get("$ref") {
                     if !r.starts_with('#') {
-                        return Err(SpecError::new(
-                            name,
-                            format!("{ptr}/$ref"),
-                            SpecErrorKind::ExternalRef(r.clone()),
-                        ));
+                        external = Some(r);
+                        break;
                     }
                 }
                 for (k, child) in m {
-                    if k.starts_with("x-") || DATA_KEYS.contains(&k.as_str()) {
-                        continue;
+                    if (child.is_object() || child.is_array())
+                        && !k.starts_with("x-")
+                        && !DATA_KEYS.contains(&k.as_str())
+                    {
+                        stack.push(child);
                     }
-                    if child.is_object() || child.is_array() {
+                }
+            }
+            Value::Array(a) => stack.extend(a.iter().filter(|c| c.is_object() || c.is_array())),
+            _ => {}
+        }
+    }
+    let Some(external) = external else {
+        return Ok(());
+    };
+    let pointer = find_ref_pointer(root, external).unwrap_or_default();
+    Err(SpecError::new(
+        name,
+        format!("{pointer}/$ref"),
+        SpecErrorKind::ExternalRef(external.clone()),
+    ))
+}
+
+/// Pointer of the first object whose `$ref` is `target` (error path only).
+fn find_ref_pointer(root: &Value, target: &str) -> Option<String> {
+    let mut stack: Vec<(&Value, String)> = vec![(root, String::new())];
+    while let Some((v, ptr)) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                if m.get("$ref").and_then(Value::as_str) == Some(target) {
+                    return Some(ptr);
+                }
+                for (k, child) in m {
+                    if !k.starts_with("x-") && !DATA_KEYS.contains(&k.as_str()) {
                         stack.push((child, format!("{ptr}/{}", escape_pointer(k))));
                     }
                 }
             }
             Value::Array(a) => {
                 for (i, child) in a.iter().enumerate() {
-                    if child.is_object() || child.is_array() {
-                        stack.push((child, format!("{ptr}/{i}")));
-                    }
+                    stack.push((child, format!("{ptr}/{i}")));
                 }
             }
             _ => {}
         }
     }
-    Ok(())
+    None
 }
 
 const DATA_KEYS: [&str; 5] = ["example", "examples", "default", "enum", "const"];

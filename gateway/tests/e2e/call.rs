@@ -235,3 +235,102 @@ async fn unreachable_upstream_error_names_no_address() {
     assert!(t.contains("could not reach the upstream"), "{t}");
     assert!(!t.contains("127.0.0.1"), "address leaked: {t}");
 }
+
+fn extra_catalog() -> catalog::Catalog {
+    let obj = json!({"type": "object"});
+    catalog_of(vec![upstream(
+        "x",
+        vec![
+            tool(
+                "x__upload",
+                "POST",
+                "/upload",
+                json!({"type": "object", "properties": {"body": {"type": "object"}}, "required": ["body"]}),
+                json!([]),
+                json!({"plan": {"method": "POST", "path": "/upload", "body": {
+                    "contentType": "multipart/form-data", "encoding": "multipart", "required": true,
+                    "source": {"kind": "nested", "arg": "body"}, "binaryFields": ["file"]}}}),
+            ),
+            tool("x__slow", "GET", "/slow", obj.clone(), json!([]), json!({})),
+            tool(
+                "x__api_request",
+                "*",
+                "/",
+                json!({"type": "object", "properties": {"method": {"type": "string"}, "path": {"type": "string"},
+                       "query": {"type": "object"}, "headers": {"type": "object"}, "body": {}},
+                       "required": ["method", "path"]}),
+                json!([]),
+                json!({"plan": {"method": "GET", "path": "/", "raw": true}}),
+            ),
+        ],
+    )])
+}
+
+async fn extra(settings: &str) -> (TestUpstream, Gateway, Client) {
+    let up = TestUpstream::start().await;
+    let cfg = gateway::config::GatewayConfig::parse(&format!(
+        "upstreams:\n  x:\n    baseUrl: {}/base\n{settings}\n",
+        up.url
+    ))
+    .unwrap();
+    let gw = start_gateway(&extra_catalog(), cfg).await;
+    let client = connect(&format!("{}/mcp", gw.url)).await;
+    (up, gw, client)
+}
+
+#[tokio::test]
+async fn multipart_file_field_arrives_as_exact_bytes() {
+    let (up, _gw, client) = extra("").await;
+    let file = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let r = call(&client, "x__upload", json!({"body": {"file": file, "note": "hello"}})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let rec = up.last();
+    assert_eq!(rec.path, "/base/upload");
+    let ct = rec.header("content-type").unwrap().to_string();
+    assert!(ct.starts_with("multipart/form-data; boundary="), "{ct}");
+    let body = &rec.body[..];
+    let find = |needle: &[u8]| body.windows(needle.len()).position(|w| w == needle);
+    assert!(find(b"name=\"file\"; filename=\"file\"").is_some());
+    assert!(find(PNG).is_some(), "file bytes not found verbatim");
+    assert!(find(b"hello").is_some());
+}
+
+#[tokio::test]
+async fn upstream_timeout_is_error() {
+    let (_up, _gw, client) = extra("    timeoutSeconds: 0.1").await;
+    let r = call(&client, "x__slow", json!({})).await;
+    assert!(is_error(&r));
+    assert!(text(&r).contains("did not answer within"), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn concurrency_limit_queues_calls() {
+    let (_up, _gw, client) = extra("    maxConcurrency: 1").await;
+    let started = std::time::Instant::now();
+    let calls: Vec<_> = (0..3).map(|_| call(&client, "x__slow", json!({}))).collect();
+    for r in futures::future::join_all(calls).await {
+        assert!(!is_error(&r), "{}", text(&r));
+    }
+    // /slow takes 300 ms; one at a time means at least 900 ms.
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn raw_request_tool_stays_under_the_base_url() {
+    let (up, _gw, client) = extra("").await;
+    let r = call(
+        &client,
+        "x__api_request",
+        json!({"method": "POST", "path": "/things/1", "query": {"a": "b c"}, "body": {"k": 1}}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let rec = up.last();
+    assert_eq!((rec.method.as_str(), rec.path.as_str()), ("POST", "/base/things/1"));
+    assert_eq!(rec.query.as_deref(), Some("a=b%20c"));
+    for bad in ["/../admin", "/%2e%2e/admin", "//evil.example/x"] {
+        let r = call(&client, "x__api_request", json!({"method": "GET", "path": bad})).await;
+        assert!(is_error(&r), "{bad} accepted");
+    }
+    assert_eq!(up.count(), 1);
+}

@@ -10,6 +10,8 @@ mod upstream;
 mod auth;
 /// tools/call: validation, request building, status routing, formats.
 mod call;
+/// jq request, response and error transforms at runtime.
+mod transform;
 /// The spec corpus, compiled and served.
 mod corpus;
 /// `/mcp/{prefix}` scoping and the HTTP edge.

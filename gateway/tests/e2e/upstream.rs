@@ -98,13 +98,18 @@ async fn handle(State(inner): State<Inner>, req: Request) -> Response {
         body: body.clone(),
     };
     inner.requests.lock().unwrap().push(rec.clone());
-    let path = rec.path.as_str();
+    // `/base/...` routes like `/...`, for upstreams whose base URL has a path.
+    let path = rec.path.strip_prefix("/base").unwrap_or(&rec.path);
     match path {
         "/token" => {
             let n = inner.tokens_issued.fetch_add(1, Ordering::SeqCst) + 1;
+            // `scope=short` asks for a token that lives one second.
+            let life = if rec.body.windows(11).any(|w| w == b"scope=short") { 1 } else { 3600 };
+            // Slow enough that concurrent callers pile up behind a refresh.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             json_response(
                 StatusCode::OK,
-                json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": 3600}),
+                json!({"access_token": format!("tok-{n}"), "token_type": "Bearer", "expires_in": life}),
             )
         }
         "/pets/7" => json_response(StatusCode::OK, json!({"id": 7, "name": "rex"})),

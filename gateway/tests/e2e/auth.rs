@@ -112,11 +112,17 @@ async fn oauth2_one_refresh_at_a_time_and_refresh_before_expiry() {
     );
     let gw = start_gateway(&default_catalog(), config_for(&up.url, &cfg)).await;
     let client = connect(&format!("{}/mcp", gw.url)).await;
-    let calls: Vec<_> = (0..10).map(|_| call(&client, "pets__get_pet", json!({"id": "7"}))).collect();
+    let calls: Vec<_> = (0..10)
+        .map(|_| call(&client, "pets__get_pet", json!({"id": "7"})))
+        .collect();
     for r in futures::future::join_all(calls).await {
         assert!(!is_error(&r), "{}", text(&r));
     }
-    assert_eq!(up.tokens_issued(), 1, "concurrent callers refreshed more than once");
+    assert_eq!(
+        up.tokens_issued(),
+        1,
+        "concurrent callers refreshed more than once"
+    );
     // The token lives 1 s and is refreshed 10% early.
     tokio::time::sleep(std::time::Duration::from_millis(950)).await;
     call(&client, "pets__get_pet", json!({"id": "7"})).await;

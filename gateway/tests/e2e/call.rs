@@ -282,7 +282,12 @@ async fn extra(settings: &str) -> (TestUpstream, Gateway, Client) {
 async fn multipart_file_field_arrives_as_exact_bytes() {
     let (up, _gw, client) = extra("").await;
     let file = base64::engine::general_purpose::STANDARD.encode(PNG);
-    let r = call(&client, "x__upload", json!({"body": {"file": file, "note": "hello"}})).await;
+    let r = call(
+        &client,
+        "x__upload",
+        json!({"body": {"file": file, "note": "hello"}}),
+    )
+    .await;
     assert!(!is_error(&r), "{}", text(&r));
     let rec = up.last();
     assert_eq!(rec.path, "/base/upload");
@@ -307,12 +312,18 @@ async fn upstream_timeout_is_error() {
 async fn concurrency_limit_queues_calls() {
     let (_up, _gw, client) = extra("    maxConcurrency: 1").await;
     let started = std::time::Instant::now();
-    let calls: Vec<_> = (0..3).map(|_| call(&client, "x__slow", json!({}))).collect();
+    let calls: Vec<_> = (0..3)
+        .map(|_| call(&client, "x__slow", json!({})))
+        .collect();
     for r in futures::future::join_all(calls).await {
         assert!(!is_error(&r), "{}", text(&r));
     }
     // /slow takes 300 ms; one at a time means at least 900 ms.
-    assert!(started.elapsed() >= std::time::Duration::from_millis(900), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -326,10 +337,18 @@ async fn raw_request_tool_stays_under_the_base_url() {
     .await;
     assert!(!is_error(&r), "{}", text(&r));
     let rec = up.last();
-    assert_eq!((rec.method.as_str(), rec.path.as_str()), ("POST", "/base/things/1"));
+    assert_eq!(
+        (rec.method.as_str(), rec.path.as_str()),
+        ("POST", "/base/things/1")
+    );
     assert_eq!(rec.query.as_deref(), Some("a=b%20c"));
     for bad in ["/../admin", "/%2e%2e/admin", "//evil.example/x"] {
-        let r = call(&client, "x__api_request", json!({"method": "GET", "path": bad})).await;
+        let r = call(
+            &client,
+            "x__api_request",
+            json!({"method": "GET", "path": bad}),
+        )
+        .await;
         assert!(is_error(&r), "{bad} accepted");
     }
     assert_eq!(up.count(), 1);

@@ -10,8 +10,6 @@ mod upstream;
 mod auth;
 /// tools/call: validation, request building, status routing, formats.
 mod call;
-/// jq request, response and error transforms at runtime.
-mod transform;
 /// The spec corpus, compiled and served.
 mod corpus;
 /// `/mcp/{prefix}` scoping and the HTTP edge.
@@ -20,3 +18,5 @@ mod edge;
 mod list;
 /// Hot reload: list_changed, reload under load, the real binary.
 mod reload;
+/// jq request, response and error transforms at runtime.
+mod transform;

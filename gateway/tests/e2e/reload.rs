@@ -379,13 +379,29 @@ async fn spec_mode_compiles_in_process_and_serves() {
     let client = connect(&format!("{}/mcp", served.url)).await;
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 3);
-    let r = call(&client, "pets__showPetById", json!({"petId": "7"})).await;
+    // Names follow the compiler's naming rules; find them by operationId.
+    let named = |op: &str| {
+        tools
+            .iter()
+            .map(|t| t.name.to_string())
+            .find(|n| {
+                n.replace('_', "")
+                    .eq_ignore_ascii_case(&format!("pets{op}"))
+            })
+            .unwrap_or_else(|| panic!("no tool for {op}"))
+    };
+    let r = call(&client, &named("showPetById"), json!({"petId": "7"})).await;
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(r.structured_content, Some(json!({"id": 7, "name": "rex"})));
-    let r = call(&client, "pets__listPets", json!({"limit": 101})).await;
+    let r = call(&client, &named("listPets"), json!({"limit": 101})).await;
     assert!(is_error(&r));
     assert_eq!(up.count(), 1);
-    let r = call(&client, "pets__createPets", json!({"id": 1, "name": "rex"})).await;
+    let r = call(
+        &client,
+        &named("createPets"),
+        json!({"id": 1, "name": "rex"}),
+    )
+    .await;
     assert!(!is_error(&r), "{}", text(&r));
     let rec = up.last();
     assert_eq!((rec.method.as_str(), rec.path.as_str()), ("POST", "/pets"));

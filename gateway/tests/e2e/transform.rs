@@ -51,7 +51,11 @@ fn transform_catalog() -> catalog::Catalog {
 
 async fn setup() -> (TestUpstream, Gateway, Client) {
     let up = TestUpstream::start().await;
-    let cfg = gateway::config::GatewayConfig::parse(&format!("upstreams:\n  t:\n    baseUrl: {}\n", up.url)).unwrap();
+    let cfg = gateway::config::GatewayConfig::parse(&format!(
+        "upstreams:\n  t:\n    baseUrl: {}\n",
+        up.url
+    ))
+    .unwrap();
     let gw = start_gateway(&transform_catalog(), cfg).await;
     let client = connect(&format!("{}/mcp", gw.url)).await;
     (up, gw, client)
@@ -65,10 +69,16 @@ async fn response_and_error_transforms_shape_the_result() {
     let (_up, _gw, client) = setup().await;
     let r = call(&client, "t__get_pet", json!({"id": "7"})).await;
     assert!(!is_error(&r), "{}", text(&r));
-    assert_eq!(serde_json::from_str::<Value>(&text(&r)).unwrap(), json!({"pet": "rex"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text(&r)).unwrap(),
+        json!({"pet": "rex"})
+    );
     let r = call(&client, "t__get_pet", json!({"id": "404"})).await;
     assert!(is_error(&r));
-    assert_eq!(serde_json::from_str::<Value>(&text(&r)).unwrap(), json!({"error": "Pet not found", "code": 404}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text(&r)).unwrap(),
+        json!({"error": "Pet not found", "code": 404})
+    );
 }
 
 #[tokio::test]
@@ -80,7 +90,10 @@ async fn request_transform_builds_the_request_under_the_base_url() {
     let r = call(&client, "t__lookup", json!({"pet": "7"})).await;
     assert!(!is_error(&r), "{}", text(&r));
     let rec = up.last();
-    assert_eq!((rec.path.as_str(), rec.query.as_deref()), ("/pets/7", Some("v=1")));
+    assert_eq!(
+        (rec.path.as_str(), rec.query.as_deref()),
+        ("/pets/7", Some("v=1"))
+    );
     let r = call(&client, "t__lookup", json!({"pet": "../admin"})).await;
     assert!(is_error(&r), "{}", text(&r));
     assert_eq!(up.count(), 1);

@@ -72,8 +72,19 @@ impl AppState {
         if opts.allowed_hosts.is_empty() {
             cfg = cfg.disable_allowed_hosts();
         }
-        if !opts.allowed_origins.is_empty() {
-            cfg = cfg.with_allowed_origins(opts.allowed_origins.clone());
+        // NB: a DNS-rebinding page sends its own Origin; browsers cannot
+        // forge it. Unless origins are given explicitly, a browser Origin
+        // must name an allowed host (any port, http or https). Requests
+        // without Origin (non-browser clients) are unaffected.
+        let origins = if !opts.allowed_origins.is_empty() {
+            opts.allowed_origins.clone()
+        } else {
+            origins_for_hosts(&opts.allowed_hosts)
+        };
+        if !origins.is_empty() {
+            cfg = cfg
+                .with_allowed_origins(origins)
+                .enforce_origin_validation();
         }
         AppState {
             root: mcp_service(shared.clone(), None, cfg.clone()),
@@ -82,6 +93,23 @@ impl AppState {
             mcp_config: cfg,
         }
     }
+}
+
+/// `http(s)://host:*` for each allowed host (`host:port` keeps its port).
+fn origins_for_hosts(hosts: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for h in hosts {
+        let authority = if h.contains(':') && !h.starts_with('[') && h.matches(':').count() > 1 {
+            format!("[{h}]:*")
+        } else if h.contains(':') {
+            h.clone()
+        } else {
+            format!("{h}:*")
+        };
+        out.push(format!("http://{authority}"));
+        out.push(format!("https://{authority}"));
+    }
+    out
 }
 
 /// The whole HTTP surface.

@@ -76,3 +76,45 @@ async fn foreign_host_header_is_refused() {
     let resp = app.oneshot(req).await.unwrap();
     assert_eq!(resp.status(), 403);
 }
+
+fn ping(host: &str, origin: Option<&str>) -> axum::http::Request<axum::body::Body> {
+    let mut b = axum::http::Request::post("/mcp")
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(o) = origin {
+        b = b.header("origin", o);
+    }
+    b.body(axum::body::Body::from(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        .to_string(),
+    ))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn foreign_origin_is_refused_and_allowed_hosts_are_configurable() {
+    gateway::upstream::install_crypto_provider();
+    let store = gateway::CatalogStore::new(Default::default(), Default::default());
+    let edge = gateway::EdgeOptions {
+        allowed_hosts: vec!["mcp.example.com".into()],
+        ..Default::default()
+    };
+    let app = gateway::app(gateway::AppState::new(store, &edge));
+    let status = |r: axum::http::Request<axum::body::Body>| {
+        let app = app.clone();
+        async move { app.oneshot(r).await.unwrap().status() }
+    };
+    assert_eq!(status(ping("mcp.example.com", None)).await, 200);
+    assert_eq!(
+        status(ping("mcp.example.com", Some("https://mcp.example.com"))).await,
+        200
+    );
+    assert_eq!(
+        status(ping("mcp.example.com", Some("http://evil.example"))).await,
+        403
+    );
+    assert_eq!(status(ping("localhost", None)).await, 403);
+}

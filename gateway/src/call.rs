@@ -21,7 +21,11 @@ pub async fn call(tool: &ToolEntry, arguments: Option<JsonObject>) -> CallToolRe
     let started = Instant::now();
     let name = tool.def.name.as_str();
     let instance = Value::Object(arguments.unwrap_or_default());
-    if let Err(errors) = validate::check(&tool.input, &instance) {
+    let Some(input) = tool.input() else {
+        tracing::error!(tool = name, "input schema does not compile");
+        return error_text(format!("cannot call {name}: its input schema is invalid"));
+    };
+    if let Err(errors) = validate::check(input, &instance) {
         tracing::debug!(tool = name, errors = errors.len(), "invalid arguments");
         return error_text(format!(
             "invalid arguments for {name}:\n- {}",

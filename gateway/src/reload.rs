@@ -132,9 +132,30 @@ impl CatalogStore {
     pub fn install(&self, catalog: &Catalog) -> Result<Arc<ToolDiff>, SnapshotError> {
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let next = Snapshot::build(catalog, &self.config, &self.overrides, &mut cache)?;
+        Ok(self.swap_in(next, cache))
+    }
+
+    /// Parses and installs `catalog`, freeing the parsed form before the
+    /// snapshot goes live; see [`Snapshot::compacted`].
+    fn install_owned(&self, catalog: Catalog) -> Result<Arc<ToolDiff>, SnapshotError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let built = Snapshot::build(&catalog, &self.config, &self.overrides, &mut cache)?;
+        drop(catalog);
+        let next = built.compacted();
+        drop(built);
+        Ok(self.swap_in(next, cache))
+    }
+
+    fn swap_in(
+        &self,
+        next: Snapshot,
+        cache: std::sync::MutexGuard<'_, RuntimeCache>,
+    ) -> Arc<ToolDiff> {
         let old = self.current.swap(Arc::new(next));
         let d = Arc::new(diff(&old, &self.current.load()));
+        drop(old);
         drop(cache);
+        release_freed_memory();
         if !d.is_empty() {
             tracing::info!(
                 added = d.added.len(),
@@ -147,7 +168,7 @@ impl CatalogStore {
             );
             let _ = self.changes.send(d.clone());
         }
-        Ok(d)
+        d
     }
 
     /// Reads, parses and installs a catalog file.
@@ -167,16 +188,32 @@ impl CatalogStore {
         if self.load().loaded && self.load().hash == catalog.hash && !catalog.hash.is_empty() {
             return Ok(Arc::new(ToolDiff::default()));
         }
-        self.install(&catalog)
+        let result = self
+            .install_owned(catalog)
             .map_err(|source| LoadError::Snapshot {
                 path: path.display().to_string(),
                 source,
-            })
+            });
+        release_freed_memory();
+        result
     }
 
     /// Reload notifications (only non-empty diffs are sent).
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<ToolDiff>> {
         self.changes.subscribe()
+    }
+}
+
+/// Hands memory freed by a load (the parsed catalog, the replaced
+/// snapshot) back to the OS. NB: glibc keeps freed heap in its arenas, so
+/// without this the transient peak of parsing a large catalog would stay
+/// in the RSS for the life of the process.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and shrinks the allocator's own free
+    // lists; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -163,7 +163,7 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
 fn response_errors(tool: &ToolEntry, status: u16, body: &Value) -> Option<Vec<String>> {
     let result = match tool.response_check(status)? {
         ResponseCheck::Schema(v) => validate::check(v, body),
-        ResponseCheck::Output => validate::check(tool.output.as_ref()?, &tool.wrap(body.clone())),
+        ResponseCheck::Output(v) => validate::check(v, &tool.wrap(body.clone())),
     };
     result.err()
 }
@@ -171,7 +171,7 @@ fn response_errors(tool: &ToolEntry, status: u16, body: &Value) -> Option<Vec<St
 /// Text plus `structuredContent` when the value fits the outputSchema;
 /// text alone otherwise.
 fn structured_or_text(tool: &ToolEntry, value: Value) -> CallToolResult {
-    if let Some(out) = &tool.output {
+    if let Some(out) = tool.output() {
         let wrapped = tool.wrap(value);
         if out.is_valid(&wrapped) {
             return CallToolResult::structured(wrapped);

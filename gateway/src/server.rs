@@ -216,7 +216,7 @@ impl ServerHandler for McpHandler {
         let mut tools: Vec<Tool> = Vec::with_capacity(size.min(snapshot.tool_count()));
         let mut iter = snapshot.tools(self.scope.as_deref()).skip(start);
         for t in iter.by_ref().take(size) {
-            tools.push(t.mcp.clone());
+            tools.push(t.mcp_for_listing());
         }
         let mut result = ListToolsResult::with_all_items(tools);
         if iter.next().is_some() {
@@ -253,7 +253,7 @@ impl ServerHandler for McpHandler {
         snapshot
             .tool(name)
             .filter(|t| self.in_scope(&t.prefix))
-            .map(|t| t.mcp.clone())
+            .map(|t| t.mcp().clone())
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {

@@ -7,18 +7,29 @@
 //! the tool and the field. [`crate::reload`] keeps serving the previous
 //! snapshot when a build fails.
 //!
+//! **Memory.** A catalog of a few thousand tools carries tens of megabytes
+//! of JSON Schema; as `serde_json` trees, and again as compiled validators,
+//! that is several hundred megabytes. So a snapshot keeps each schema once,
+//! as compact JSON text, and materialises the heavy forms per tool on first
+//! use ([`OnceLock`]): the validators of a tool when it is first called, its
+//! MCP `Tool` when it is first called or fetched by name. `tools/list`
+//! builds its page from the text without caching it. Every schema is still
+//! compiled once during [`Snapshot::build`] (then dropped), so a snapshot
+//! with a bad schema never goes live.
+//!
 //! Upstream runtimes (connection pools, cached OAuth2 tokens) are reused
 //! across snapshots while an upstream's settings and secrets are unchanged;
 //! see [`RuntimeCache`].
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use catalog::transform::JqProgram;
 use catalog::{Catalog, OutputWrap};
 use jsonschema::Validator;
 use reqwest::Url;
+use rmcp::model::JsonObject;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -28,18 +39,19 @@ use crate::validate;
 
 /// One tool, ready to call.
 pub struct ToolEntry {
-    /// The MCP view, cloned into every tools/list page (its schemas are
-    /// `Arc`s, so that is cheap).
-    pub mcp: rmcp::model::Tool,
-    /// The catalog definition (plan, formats, transforms).
+    /// The catalog definition (plan, formats, transforms, annotations),
+    /// with its schemas removed: they live in the compact fields below.
     pub def: catalog::Tool,
     pub prefix: String,
     pub upstream: Arc<UpstreamRuntime>,
-    pub input: Validator,
-    /// Compiled `outputSchema`, if the tool has one.
-    pub output: Option<Validator>,
-    /// Success response validators by status key (`200`, `2XX`, `default`).
-    pub responses: Vec<(String, ResponseCheck)>,
+    input_json: Box<str>,
+    output_json: Option<Box<str>>,
+    /// Success response checks by status key (`200`, `2XX`, `default`).
+    responses: Vec<(String, ResponseSource)>,
+    input: OnceLock<Result<Validator, String>>,
+    output: OnceLock<Option<Result<Validator, String>>>,
+    response_validators: OnceLock<Vec<Option<Result<Validator, String>>>>,
+    mcp: OnceLock<rmcp::model::Tool>,
     pub request_jq: Option<JqProgram>,
     pub response_jq: Option<JqProgram>,
     pub error_jq: Option<JqProgram>,
@@ -47,31 +59,133 @@ pub struct ToolEntry {
     pub fingerprint: String,
 }
 
-/// How a success response body is validated.
-pub enum ResponseCheck {
-    /// Its own schema.
-    Schema(Validator),
+enum ResponseSource {
+    /// Its own schema, as JSON text.
+    Schema(Box<str>),
     /// The schema behind `outputSchema`: validate the wrapped body with
-    /// [`ToolEntry::output`] (keeps `$defs` references intact).
+    /// the output validator (keeps `$defs` references intact).
     Output,
 }
 
+/// How a success response body is validated.
+pub enum ResponseCheck<'a> {
+    Schema(&'a Validator),
+    /// Validate `wrap(body)` with this (the output) validator.
+    Output(&'a Validator),
+}
+
+fn compile_text(text: &str) -> Result<Validator, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    validate::compile(&v)
+}
+
+fn object_from_text(text: &str) -> JsonObject {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
 impl ToolEntry {
+    /// The input validator. `None` only if the schema stopped compiling
+    /// between the snapshot build and now, which cannot happen; callers
+    /// treat it as a defect rather than panic.
+    pub fn input(&self) -> Option<&Validator> {
+        self.input
+            .get_or_init(|| compile_text(&self.input_json))
+            .as_ref()
+            .ok()
+    }
+
+    /// The outputSchema validator, if the tool has an output schema.
+    pub fn output(&self) -> Option<&Validator> {
+        self.output
+            .get_or_init(|| self.output_json.as_deref().map(compile_text))
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+    }
+
+    pub fn has_output_schema(&self) -> bool {
+        self.output_json.is_some()
+    }
+
     /// The response check for `status`: exact, then `2XX`-style, then
     /// `default`.
-    pub fn response_check(&self, status: u16) -> Option<&ResponseCheck> {
+    pub fn response_check(&self, status: u16) -> Option<ResponseCheck<'_>> {
         let exact = status.to_string();
         let range = format!("{}XX", status / 100);
-        self.responses
+        let i = self
+            .responses
             .iter()
-            .find(|(k, _)| *k == exact)
+            .position(|(k, _)| *k == exact)
             .or_else(|| {
                 self.responses
                     .iter()
-                    .find(|(k, _)| k.eq_ignore_ascii_case(&range))
+                    .position(|(k, _)| k.eq_ignore_ascii_case(&range))
             })
-            .or_else(|| self.responses.iter().find(|(k, _)| k == "default"))
-            .map(|(_, c)| c)
+            .or_else(|| self.responses.iter().position(|(k, _)| k == "default"))?;
+        match &self.responses[i].1 {
+            ResponseSource::Output => self.output().map(ResponseCheck::Output),
+            ResponseSource::Schema(_) => {
+                let all = self.response_validators.get_or_init(|| {
+                    self.responses
+                        .iter()
+                        .map(|(_, src)| match src {
+                            ResponseSource::Schema(text) => Some(compile_text(text)),
+                            ResponseSource::Output => None,
+                        })
+                        .collect()
+                });
+                all.get(i)?
+                    .as_ref()?
+                    .as_ref()
+                    .ok()
+                    .map(ResponseCheck::Schema)
+            }
+        }
+    }
+
+    /// The MCP view, built from the compact schemas. Cached, since rmcp
+    /// asks for it on every call (`get_tool`).
+    pub fn mcp(&self) -> &rmcp::model::Tool {
+        self.mcp.get_or_init(|| self.build_mcp())
+    }
+
+    /// The MCP view for a listing: the cached one if the tool was used,
+    /// else a fresh one that is not kept (listings must not grow memory).
+    pub fn mcp_for_listing(&self) -> rmcp::model::Tool {
+        match self.mcp.get() {
+            Some(t) => t.clone(),
+            None => self.build_mcp(),
+        }
+    }
+
+    fn build_mcp(&self) -> rmcp::model::Tool {
+        let t = &self.def;
+        let mut mcp = rmcp::model::Tool::new_with_raw(
+            t.name.clone(),
+            t.description.clone().map(Cow::Owned),
+            Arc::new(object_from_text(&self.input_json)),
+        );
+        if let Some(title) = &t.title {
+            mcp = mcp.with_title(title.clone());
+        }
+        if let Some(os) = &self.output_json {
+            mcp = mcp.with_raw_output_schema(Arc::new(object_from_text(os)));
+        }
+        let a = &t.annotations;
+        if a.title.is_some()
+            || a.read_only_hint.is_some()
+            || a.destructive_hint.is_some()
+            || a.idempotent_hint.is_some()
+            || a.open_world_hint.is_some()
+        {
+            mcp = mcp.with_annotations(rmcp::model::ToolAnnotations::from_raw(
+                a.title.clone(),
+                a.read_only_hint,
+                a.destructive_hint,
+                a.idempotent_hint,
+                a.open_world_hint,
+            ));
+        }
+        mcp
     }
 
     /// The structured form of `body`: itself, or `{"result": body}`.
@@ -209,6 +323,54 @@ impl Snapshot {
         })
     }
 
+    /// A deep copy made of fresh allocations. NB: called after the parsed
+    /// catalog is freed, it packs the snapshot's long-lived data together
+    /// instead of leaving it scattered across the pages the parse used,
+    /// which the allocator could then not give back to the OS.
+    pub fn compacted(&self) -> Snapshot {
+        let tools: Vec<Arc<ToolEntry>> = self
+            .tools
+            .iter()
+            .map(|t| {
+                Arc::new(ToolEntry {
+                    def: t.def.clone(),
+                    prefix: t.prefix.clone(),
+                    upstream: t.upstream.clone(),
+                    input_json: t.input_json.clone(),
+                    output_json: t.output_json.clone(),
+                    responses: t
+                        .responses
+                        .iter()
+                        .map(|(k, s)| {
+                            let s = match s {
+                                ResponseSource::Schema(text) => {
+                                    ResponseSource::Schema(text.clone())
+                                }
+                                ResponseSource::Output => ResponseSource::Output,
+                            };
+                            (k.clone(), s)
+                        })
+                        .collect(),
+                    input: OnceLock::new(),
+                    output: OnceLock::new(),
+                    response_validators: OnceLock::new(),
+                    mcp: OnceLock::new(),
+                    request_jq: t.request_jq.clone(),
+                    response_jq: t.response_jq.clone(),
+                    error_jq: t.error_jq.clone(),
+                    fingerprint: t.fingerprint.clone(),
+                })
+            })
+            .collect();
+        Snapshot {
+            hash: self.hash.clone(),
+            loaded: self.loaded,
+            index: self.index.clone(),
+            prefixes: self.prefixes.clone(),
+            tools,
+        }
+    }
+
     pub fn tool(&self, name: &str) -> Option<&Arc<ToolEntry>> {
         self.index.get(name).map(|&i| &self.tools[i])
     }
@@ -248,63 +410,53 @@ fn build_tool(
     fn e(field: &str) -> impl Fn(String) -> (String, String) + '_ {
         move |m| (field.to_string(), m)
     }
+    // Each schema is compiled here once, to refuse a bad catalog as a
+    // whole, and then dropped; see the module docs.
     let input_schema = Value::Object(t.input_schema.clone());
-    let input = validate::compile(&input_schema).map_err(e("inputSchema"))?;
-    let output = match &t.output_schema {
-        Some(s) => Some(validate::compile(&Value::Object(s.clone())).map_err(e("outputSchema"))?),
+    validate::compile(&input_schema).map_err(e("inputSchema"))?;
+    let input_json = input_schema.to_string().into_boxed_str();
+    drop(input_schema);
+    let output_json = match &t.output_schema {
+        Some(s) => {
+            let v = Value::Object(s.clone());
+            validate::compile(&v).map_err(e("outputSchema"))?;
+            Some(v.to_string().into_boxed_str())
+        }
         None => None,
     };
     let mut responses = Vec::new();
     for r in &t.responses {
-        let check = match &r.schema {
-            Some(s) => ResponseCheck::Schema(
-                validate::compile(s).map_err(e(&format!("responses[{}].schema", r.status)))?,
-            ),
-            None if output.is_some() => ResponseCheck::Output,
+        let source = match &r.schema {
+            Some(s) => {
+                validate::compile(s).map_err(e(&format!("responses[{}].schema", r.status)))?;
+                ResponseSource::Schema(s.to_string().into_boxed_str())
+            }
+            None if output_json.is_some() => ResponseSource::Output,
             None => continue,
         };
-        responses.push((r.status.clone(), check));
+        responses.push((r.status.clone(), source));
     }
     let jq = |src: &Option<String>, field: &str| -> Result<Option<JqProgram>, (String, String)> {
         src.as_deref()
             .map(|s| JqProgram::compile(s).map_err(|err| (field.to_string(), err.message)))
             .transpose()
     };
-    let mut mcp = rmcp::model::Tool::new_with_raw(
-        t.name.clone(),
-        t.description.clone().map(Cow::Owned),
-        Arc::new(t.input_schema.clone()),
-    );
-    if let Some(title) = &t.title {
-        mcp = mcp.with_title(title.clone());
-    }
-    if let Some(os) = &t.output_schema {
-        mcp = mcp.with_raw_output_schema(Arc::new(os.clone()));
-    }
-    let a = &t.annotations;
-    if a.title.is_some()
-        || a.read_only_hint.is_some()
-        || a.destructive_hint.is_some()
-        || a.idempotent_hint.is_some()
-        || a.open_world_hint.is_some()
-    {
-        mcp = mcp.with_annotations(rmcp::model::ToolAnnotations::from_raw(
-            a.title.clone(),
-            a.read_only_hint,
-            a.destructive_hint,
-            a.idempotent_hint,
-            a.open_world_hint,
-        ));
-    }
     let fingerprint = hex(&Sha256::digest(serde_json::to_vec(t).unwrap_or_default()));
+    let mut def = t.clone();
+    def.input_schema = serde_json::Map::new();
+    def.output_schema = None;
+    def.responses.clear();
     Ok(ToolEntry {
-        mcp,
-        def: t.clone(),
+        def,
         prefix: prefix.to_string(),
         upstream,
-        input,
-        output,
+        input_json,
+        output_json,
         responses,
+        input: OnceLock::new(),
+        output: OnceLock::new(),
+        response_validators: OnceLock::new(),
+        mcp: OnceLock::new(),
         request_jq: jq(&t.transforms.request, "transforms.request")?,
         response_jq: jq(&t.transforms.response, "transforms.response")?,
         error_jq: jq(&t.transforms.error, "transforms.error")?,

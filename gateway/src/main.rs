@@ -18,6 +18,33 @@ enum Command {
     Compile(cli::compile::CompileArgs),
     /// Compile and print a human summary: tools, warnings, rejections.
     Lint(cli::compile::LintArgs),
+    /// Serve a catalog over MCP (Streamable HTTP) until SIGTERM.
+    Serve(cli::serve::ServeArgs),
+}
+
+/// Structured logs on stderr; `RUST_LOG` filters, `TOOLGATE_LOG_FORMAT=json`
+/// switches to JSON lines.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("TOOLGATE_LOG_FORMAT").as_deref() == Ok("json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn serve(args: cli::serve::ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+    init_tracing();
+    gateway::upstream::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(cli::serve::run(args))?;
+    Ok(std::process::ExitCode::SUCCESS)
 }
 
 fn main() -> std::process::ExitCode {
@@ -25,6 +52,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Compile(args) => cli::compile::compile(args),
         Command::Lint(args) => cli::compile::lint(args),
+        Command::Serve(args) => serve(args),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,4 @@
+//! Subcommands of the `toolgate` binary, one module each.
+
 pub mod compile;
+pub mod serve;

@@ -1,0 +1,150 @@
+//! `toolgate serve`: load a catalog (a file, hot-reloaded; or a spec
+//! compiled in-process), serve it over MCP until SIGTERM.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use gateway::config::GatewayConfig;
+use gateway::reload::{watch_file, CatalogStore, WatchOptions};
+use gateway::snapshot::Overrides;
+use gateway::{AppState, EdgeOptions};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub listen: SocketAddr,
+    /// Catalog file (from `toolgate compile` or the operator's ConfigMap);
+    /// reloaded when it changes.
+    #[arg(long, required_unless_present = "spec", conflicts_with = "spec")]
+    pub catalog: Option<PathBuf>,
+    /// OpenAPI document to compile in-process instead of --catalog.
+    #[arg(long, requires = "prefix")]
+    pub spec: Option<PathBuf>,
+    /// Tool prefix for --spec (and the upstream --base-url applies to).
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Upstream base URL for --prefix (the config file's baseUrl wins).
+    #[arg(long, requires = "prefix")]
+    pub base_url: Option<String>,
+    /// Overlays applied to --spec, in order.
+    #[arg(long, requires = "spec")]
+    pub overlay: Vec<PathBuf>,
+    /// Gateway config (YAML): base URLs, auth, limits per prefix.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Accepted Host header value (repeatable); `*` accepts any. Default:
+    /// localhost, 127.0.0.1, ::1.
+    #[arg(long = "allowed-host")]
+    pub allowed_hosts: Vec<String>,
+    /// Accepted Origin header value (repeatable), e.g. https://app.example.com:443.
+    #[arg(long = "allowed-origin")]
+    pub allowed_origins: Vec<String>,
+    /// Seconds in-flight calls get to finish after SIGTERM.
+    #[arg(long, default_value_t = 10.0)]
+    pub grace_period_seconds: f64,
+    /// tools/list page size.
+    #[arg(long, default_value_t = gateway::server::DEFAULT_PAGE_SIZE)]
+    pub page_size: usize,
+    /// Catalog file poll interval in milliseconds.
+    #[arg(long, default_value_t = 250)]
+    pub poll_interval_ms: u64,
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = match &args.config {
+        Some(p) => GatewayConfig::load(p)?,
+        None => GatewayConfig::default(),
+    };
+    let mut overrides = Overrides::default();
+    if let (Some(prefix), Some(url)) = (&args.prefix, &args.base_url) {
+        overrides.base_urls = HashMap::from([(prefix.clone(), url.clone())]);
+    }
+    let store = CatalogStore::new(config, overrides);
+    let cancel = CancellationToken::new();
+
+    if let Some(spec) = &args.spec {
+        let prefix = args.prefix.as_deref().unwrap_or_default();
+        let catalog = compile_spec(spec, prefix, &args.overlay)?;
+        store
+            .install(&catalog)
+            .with_context(|| format!("serving {}", spec.display()))?;
+    } else if let Some(path) = &args.catalog {
+        // A bad catalog at start-up is not fatal: /readyz says not ready
+        // and the watcher loads the file once it becomes valid.
+        if let Err(e) = store.install_file(path) {
+            tracing::error!(error = %e, "catalog not loaded; not ready until the file becomes valid");
+        }
+        let opts = WatchOptions {
+            interval: Duration::from_millis(args.poll_interval_ms.max(10)),
+            ..WatchOptions::default()
+        };
+        tokio::spawn(watch_file(
+            store.clone(),
+            path.clone(),
+            opts,
+            cancel.child_token(),
+        ));
+    }
+
+    let allowed_hosts = if args.allowed_hosts.iter().any(|h| h == "*") {
+        Vec::new()
+    } else if args.allowed_hosts.is_empty() {
+        EdgeOptions::default().allowed_hosts
+    } else {
+        args.allowed_hosts.clone()
+    };
+    let edge = EdgeOptions {
+        allowed_hosts,
+        allowed_origins: args.allowed_origins.clone(),
+        page_size: args.page_size,
+        cancel: cancel.clone(),
+        ..EdgeOptions::default()
+    };
+    let state = AppState::new(store.clone(), &edge);
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let local = listener.local_addr()?;
+    let snap = store.load();
+    tracing::info!(
+        listen = %local,
+        tools = snap.tool_count(),
+        ready = snap.loaded,
+        "toolgate serving MCP at http://{local}/mcp"
+    );
+    if !(args.grace_period_seconds.is_finite() && args.grace_period_seconds >= 0.0) {
+        bail!("--grace-period-seconds must be a non-negative number");
+    }
+    let grace = Duration::from_secs_f64(args.grace_period_seconds);
+    gateway::ops::serve(
+        listener,
+        state,
+        cancel,
+        gateway::ops::shutdown_signal(),
+        grace,
+    )
+    .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn compile_spec(
+    spec: &std::path::Path,
+    prefix: &str,
+    overlays: &[PathBuf],
+) -> anyhow::Result<catalog::Catalog> {
+    let source = super::compile::SourceArgs {
+        spec: spec.to_path_buf(),
+        prefix: prefix.to_string(),
+        overlays: overlays.to_vec(),
+        config: None,
+        strict: false,
+    };
+    let upstream = super::compile::compile_source(&source)?;
+    Ok(catalog::Catalog::new(vec![upstream]))
+}

@@ -1,0 +1,35 @@
+//! toolgate's gateway: serves a [`catalog::Catalog`] over MCP (Streamable
+//! HTTP), validating every call and calling the upstream REST APIs.
+//!
+//! One module per stage of a call, in order:
+//!
+//! 1. [`server`]: the rmcp `ServerHandler` (tools/list, tools/call,
+//!    list_changed) over the current snapshot.
+//! 2. [`reload`]: the `ArcSwap<Snapshot>` and the catalog file watcher.
+//! 3. [`snapshot`]: a catalog prepared for serving (validators, jq, HTTP
+//!    clients), built whole or not at all.
+//! 4. [`call`]: the pipeline of one call, using
+//!    [`validate`] → [`request`] (or [`transform`]) → [`upstream`] (with
+//!    [`auth`]) → [`response`].
+//! 5. [`error`]: how each failure reaches the client (a table).
+//! 6. [`ops`]: the router, health endpoints and graceful shutdown.
+//!
+//! [`config`] is the gateway config file: base URLs, credentials
+//! references, limits.
+
+pub mod auth;
+pub mod call;
+pub mod config;
+pub mod error;
+pub mod ops;
+pub mod reload;
+pub mod request;
+pub mod response;
+pub mod server;
+pub mod snapshot;
+pub mod transform;
+pub mod upstream;
+pub mod validate;
+
+pub use ops::{app, AppState, EdgeOptions};
+pub use reload::CatalogStore;

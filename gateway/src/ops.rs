@@ -1,0 +1,242 @@
+//! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`, `/healthz`,
+//! `/readyz`) and graceful shutdown.
+//!
+//! [`app`] builds the whole router from an [`AppState`], so HTTP-edge
+//! behaviour is testable with `tower::ServiceExt::oneshot` and no socket.
+//!
+//! Shutdown ([`serve`]): on the shutdown signal the listener stops
+//! accepting, running tool calls get up to the grace period to finish, then
+//! the MCP sessions and streams are cancelled (an open SSE stream would
+//! otherwise keep a connection, and the process, alive) and the server
+//! exits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tower_service::Service;
+
+use crate::reload::CatalogStore;
+use crate::server::{mcp_service, McpService, ScopedServices, Shared};
+
+/// Everything the router needs.
+#[derive(Clone)]
+pub struct AppState {
+    pub shared: Arc<Shared>,
+    root: McpService,
+    scoped: Arc<ScopedServices>,
+    mcp_config: StreamableHttpServerConfig,
+}
+
+/// Settings of the HTTP edge.
+#[derive(Debug, Clone)]
+pub struct EdgeOptions {
+    /// Accepted `Host` values (DNS-rebinding protection). Empty: any host.
+    pub allowed_hosts: Vec<String>,
+    /// Accepted `Origin` values; empty: requests without Origin or any
+    /// Origin pass the origin check (Host is still checked).
+    pub allowed_origins: Vec<String>,
+    pub page_size: usize,
+    /// Cancelled at shutdown: ends every MCP session and stream.
+    pub cancel: CancellationToken,
+    pub sse_keep_alive: Option<Duration>,
+}
+
+impl Default for EdgeOptions {
+    fn default() -> Self {
+        EdgeOptions {
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: Vec::new(),
+            page_size: crate::server::DEFAULT_PAGE_SIZE,
+            cancel: CancellationToken::new(),
+            sse_keep_alive: Some(Duration::from_secs(15)),
+        }
+    }
+}
+
+impl AppState {
+    pub fn new(store: Arc<CatalogStore>, opts: &EdgeOptions) -> Self {
+        let shared = Shared::new(store, opts.page_size);
+        shared.spawn_notifier();
+        let mut cfg = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(opts.allowed_hosts.clone())
+            .with_cancellation_token(opts.cancel.clone())
+            .with_sse_keep_alive(opts.sse_keep_alive);
+        if opts.allowed_hosts.is_empty() {
+            cfg = cfg.disable_allowed_hosts();
+        }
+        // NB: a DNS-rebinding page sends its own Origin; browsers cannot
+        // forge it. Unless origins are given explicitly, a browser Origin
+        // must name an allowed host (any port, http or https). Requests
+        // without Origin (non-browser clients) are unaffected.
+        let origins = if !opts.allowed_origins.is_empty() {
+            opts.allowed_origins.clone()
+        } else {
+            origins_for_hosts(&opts.allowed_hosts)
+        };
+        if !origins.is_empty() {
+            cfg = cfg
+                .with_allowed_origins(origins)
+                .enforce_origin_validation();
+        }
+        AppState {
+            root: mcp_service(shared.clone(), None, cfg.clone()),
+            shared,
+            scoped: Arc::new(ScopedServices::default()),
+            mcp_config: cfg,
+        }
+    }
+}
+
+/// `http(s)://host:*` for each allowed host (`host:port` keeps its port).
+fn origins_for_hosts(hosts: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for h in hosts {
+        let authority = if h.contains(':') && !h.starts_with('[') && h.matches(':').count() > 1 {
+            format!("[{h}]:*")
+        } else if h.contains(':') {
+            h.clone()
+        } else {
+            format!("{h}:*")
+        };
+        out.push(format!("http://{authority}"));
+        out.push(format!("https://{authority}"));
+    }
+    out
+}
+
+/// The whole HTTP surface.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route_service("/mcp", state.root.clone())
+        .route("/mcp/{prefix}", any(scoped))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn scoped(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    req: Request,
+) -> Response {
+    if !state.shared.store.load().has_prefix(&prefix) {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("no upstream with prefix '{prefix}'")})),
+        )
+            .into_response();
+    }
+    let mut svc = state.scoped.get_or_create(&prefix, || {
+        mcp_service(
+            state.shared.clone(),
+            Some(&prefix),
+            state.mcp_config.clone(),
+        )
+    });
+    match svc.call(req).await {
+        Ok(r) => r.into_response(),
+        Err(never) => match never {},
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    let snap = state.shared.store.load();
+    if snap.loaded {
+        (
+            StatusCode::OK,
+            Json(json!({"ready": true, "tools": snap.tool_count(), "catalog": snap.hash})),
+        )
+            .into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ready": false, "reason": "no catalog loaded"})),
+        )
+            .into_response()
+    }
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then drains as
+/// described in the module docs.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    cancel: CancellationToken,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let shared = state.shared.clone();
+    let stop_accepting = CancellationToken::new();
+    let stop = stop_accepting.clone();
+    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+        stop.cancelled().await;
+    });
+    let mut server = tokio::spawn(async move { server.await });
+    shutdown.await;
+    tracing::info!(
+        in_flight = shared.in_flight(),
+        "shutting down: no new connections; draining tool calls"
+    );
+    stop_accepting.cancel();
+    let started = tokio::time::Instant::now();
+    if tokio::time::timeout(grace, shared.drained()).await.is_err() {
+        tracing::warn!(
+            in_flight = shared.in_flight(),
+            "grace period over; cancelling remaining calls"
+        );
+    }
+    // NB: a finished call's result still has to travel through its
+    // response stream; cancelling right away could cut it off. Connections
+    // without a long-lived stream close by themselves within this window.
+    let flush = FLUSH.min(grace.saturating_sub(started.elapsed()));
+    if let Ok(done) = tokio::time::timeout(flush, &mut server).await {
+        cancel.cancel();
+        return done.map_err(std::io::Error::other)?;
+    }
+    cancel.cancel();
+    match tokio::time::timeout(Duration::from_secs(2), server).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(std::io::Error::other(e)),
+        Err(_) => {
+            tracing::warn!("connections still open after shutdown; exiting anyway");
+            Ok(())
+        }
+    }
+}
+
+/// Time given to results of drained calls to reach their clients.
+const FLUSH: Duration = Duration::from_millis(500);
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,343 @@
+//! The current snapshot and how it changes: an `ArcSwap<Snapshot>` that a
+//! reload replaces atomically, and a watcher for `--catalog FILE`.
+//!
+//! **Why in-flight calls are safe.** A call `load_full()`s the snapshot once
+//! and holds that `Arc` (and the tool's `Arc<ToolEntry>`) until it returns.
+//! A swap only changes which snapshot the *next* load sees; the old one is
+//! freed when its last call finishes. So a reload never splits a call, and
+//! never fails one.
+//!
+//! **Why a failed load is harmless.** The next snapshot is built completely
+//! on the side ([`Snapshot::build`]) before the swap. If anything fails the
+//! error is logged with the upstream, tool and field, the previous snapshot
+//! keeps serving, and the watcher retries when the file changes again.
+//!
+//! **Watching.** The file is polled: its metadata every interval, its
+//! content hash when the metadata changed (and every few seconds anyway).
+//! `std::fs::read` follows symlinks, so a Kubernetes ConfigMap volume —
+//! where the file is a symlink through `..data`, swapped atomically on
+//! update — is handled like any other write. A change is loaded once it has
+//! been stable for the debounce period, so a half-written file is not
+//! parsed.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use catalog::Catalog;
+use sha2::{Digest, Sha256};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::GatewayConfig;
+use crate::snapshot::{Overrides, RuntimeCache, Snapshot, SnapshotError};
+
+/// What a reload changed, by tool name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolDiff {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub modified: Vec<String>,
+    /// Prefixes of every added, removed or modified tool.
+    pub prefixes: BTreeSet<String>,
+}
+
+impl ToolDiff {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.modified.is_empty()
+    }
+
+    /// Whether a session seeing `scope` (`None`: all tools) sees a change.
+    pub fn affects(&self, scope: Option<&str>) -> bool {
+        match scope {
+            None => !self.is_empty(),
+            Some(p) => self.prefixes.contains(p),
+        }
+    }
+}
+
+/// Compares two snapshots by tool name and content fingerprint.
+pub fn diff(old: &Snapshot, new: &Snapshot) -> ToolDiff {
+    let mut d = ToolDiff::default();
+    for t in new.tools(None) {
+        match old.tool(&t.def.name) {
+            None => {
+                d.added.push(t.def.name.clone());
+                d.prefixes.insert(t.prefix.clone());
+            }
+            Some(o) if o.fingerprint != t.fingerprint || o.prefix != t.prefix => {
+                d.modified.push(t.def.name.clone());
+                d.prefixes.insert(t.prefix.clone());
+                d.prefixes.insert(o.prefix.clone());
+            }
+            Some(_) => {}
+        }
+    }
+    for t in old.tools(None) {
+        if new.tool(&t.def.name).is_none() {
+            d.removed.push(t.def.name.clone());
+            d.prefixes.insert(t.prefix.clone());
+        }
+    }
+    d
+}
+
+/// The served snapshot plus what is needed to build the next one.
+pub struct CatalogStore {
+    current: ArcSwap<Snapshot>,
+    config: GatewayConfig,
+    overrides: Overrides,
+    /// Also serialises installs, so diffs are computed against the
+    /// snapshot actually replaced.
+    cache: Mutex<RuntimeCache>,
+    changes: broadcast::Sender<Arc<ToolDiff>>,
+}
+
+/// A catalog file that cannot be read or parsed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("catalog {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("catalog {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("catalog {path}: {source}")]
+    Snapshot {
+        path: String,
+        #[source]
+        source: SnapshotError,
+    },
+}
+
+impl CatalogStore {
+    pub fn new(config: GatewayConfig, overrides: Overrides) -> Arc<Self> {
+        let (changes, _) = broadcast::channel(64);
+        Arc::new(CatalogStore {
+            current: ArcSwap::from_pointee(Snapshot::empty()),
+            config,
+            overrides,
+            cache: Mutex::new(RuntimeCache::default()),
+            changes,
+        })
+    }
+
+    /// The current snapshot; hold it for the whole call.
+    pub fn load(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// Builds a snapshot of `catalog` and swaps it in, returning what
+    /// changed. On error the current snapshot stays.
+    pub fn install(&self, catalog: &Catalog) -> Result<Arc<ToolDiff>, SnapshotError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let next = Snapshot::build(catalog, &self.config, &self.overrides, &mut cache)?;
+        Ok(self.swap_in(next, cache))
+    }
+
+    /// Parses and installs `catalog`, freeing the parsed form before the
+    /// snapshot goes live; see [`Snapshot::compacted`].
+    fn install_owned(&self, catalog: Catalog) -> Result<Arc<ToolDiff>, SnapshotError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let built = Snapshot::build(&catalog, &self.config, &self.overrides, &mut cache)?;
+        drop(catalog);
+        let next = built.compacted();
+        drop(built);
+        Ok(self.swap_in(next, cache))
+    }
+
+    fn swap_in(
+        &self,
+        next: Snapshot,
+        cache: std::sync::MutexGuard<'_, RuntimeCache>,
+    ) -> Arc<ToolDiff> {
+        let old = self.current.swap(Arc::new(next));
+        let d = Arc::new(diff(&old, &self.current.load()));
+        drop(old);
+        drop(cache);
+        release_freed_memory();
+        if !d.is_empty() {
+            tracing::info!(
+                added = d.added.len(),
+                removed = d.removed.len(),
+                modified = d.modified.len(),
+                added_tools = ?first(&d.added),
+                removed_tools = ?first(&d.removed),
+                modified_tools = ?first(&d.modified),
+                "catalog reloaded"
+            );
+            let _ = self.changes.send(d.clone());
+        }
+        d
+    }
+
+    /// Reads, parses and installs a catalog file.
+    pub fn install_file(&self, path: &Path) -> Result<Arc<ToolDiff>, LoadError> {
+        let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        self.install_bytes(path, &bytes)
+    }
+
+    fn install_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Arc<ToolDiff>, LoadError> {
+        let catalog = parse_catalog(bytes).map_err(|message| LoadError::Parse {
+            path: path.display().to_string(),
+            message,
+        })?;
+        if self.load().loaded && self.load().hash == catalog.hash && !catalog.hash.is_empty() {
+            return Ok(Arc::new(ToolDiff::default()));
+        }
+        let result = self
+            .install_owned(catalog)
+            .map_err(|source| LoadError::Snapshot {
+                path: path.display().to_string(),
+                source,
+            });
+        release_freed_memory();
+        result
+    }
+
+    /// Reload notifications (only non-empty diffs are sent).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<ToolDiff>> {
+        self.changes.subscribe()
+    }
+}
+
+/// Hands memory freed by a load (the parsed catalog, the replaced
+/// snapshot) back to the OS. NB: glibc keeps freed heap in its arenas, so
+/// without this the transient peak of parsing a large catalog would stay
+/// in the RSS for the life of the process.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and shrinks the allocator's own free
+    // lists; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+fn first(names: &[String]) -> Vec<&str> {
+    names.iter().take(10).map(String::as_str).collect()
+}
+
+/// Parses a catalog (JSON, or YAML) and checks its format marker.
+pub fn parse_catalog(bytes: &[u8]) -> Result<Catalog, String> {
+    let catalog: Catalog = match serde_json::from_slice(bytes) {
+        Ok(c) => c,
+        Err(json_err) => match std::str::from_utf8(bytes)
+            .ok()
+            .and_then(|s| yaml_serde::from_str::<Catalog>(s).ok())
+        {
+            Some(c) => c,
+            None => return Err(json_err.to_string()),
+        },
+    };
+    if catalog.format != catalog::CATALOG_FORMAT {
+        return Err(format!(
+            "format is {:?}, expected {:?}",
+            catalog.format,
+            catalog::CATALOG_FORMAT
+        ));
+    }
+    Ok(catalog)
+}
+
+/// How the catalog file is polled.
+#[derive(Debug, Clone, Copy)]
+pub struct WatchOptions {
+    pub interval: Duration,
+    /// A change must be stable this long before it is loaded.
+    pub debounce: Duration,
+    /// Content is re-hashed at least this often even when metadata looks
+    /// unchanged (some volume drivers keep mtimes).
+    pub rehash_every: Duration,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        WatchOptions {
+            interval: Duration::from_millis(250),
+            debounce: Duration::from_millis(200),
+            rehash_every: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Polls `path` until `shutdown`, installing each new stable content.
+/// The file's content at start is assumed already installed (or failed).
+pub async fn watch_file(
+    store: Arc<CatalogStore>,
+    path: PathBuf,
+    opts: WatchOptions,
+    shutdown: CancellationToken,
+) {
+    let mut seen_meta = meta(&path);
+    let mut seen_hash = content_hash(&path);
+    let mut last_hash_at = Instant::now();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(opts.interval) => {}
+        }
+        let m = meta(&path);
+        if m == seen_meta && last_hash_at.elapsed() < opts.rehash_every {
+            continue;
+        }
+        seen_meta = m;
+        last_hash_at = Instant::now();
+        let Some(h) = content_hash(&path) else {
+            continue;
+        };
+        if Some(h) == seen_hash {
+            continue;
+        }
+        // Debounce: wait until the content stops changing.
+        let mut current = h;
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(opts.debounce) => {}
+            }
+            match content_hash(&path) {
+                Some(again) if again == current => break,
+                Some(again) => current = again,
+                None => break,
+            }
+        }
+        seen_meta = meta(&path);
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        seen_hash = Some(sha(&bytes));
+        let store = store.clone();
+        let p = path.clone();
+        // Building compiles every schema: keep it off the async workers.
+        let result = tokio::task::spawn_blocking(move || store.install_bytes(&p, &bytes)).await;
+        match result {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "catalog not loaded; the previous catalog keeps serving and the file will be loaded when it becomes valid")
+            }
+            Err(e) => tracing::error!(error = %e, "catalog load aborted"),
+        }
+    }
+}
+
+/// (len, mtime, inode of the resolved target): cheap change detection.
+fn meta(path: &Path) -> Option<(u64, Option<std::time::SystemTime>, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Some((m.len(), m.modified().ok(), ino))
+}
+
+fn content_hash(path: &Path) -> Option<[u8; 32]> {
+    std::fs::read(path).ok().map(|b| sha(&b))
+}
+
+fn sha(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}

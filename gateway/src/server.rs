@@ -1,0 +1,326 @@
+//! The MCP side: one hand-written [`ServerHandler`] over the current
+//! snapshot, mounted with rmcp's Streamable HTTP service.
+//!
+//! - `/mcp` serves every tool; `/mcp/{prefix}` serves one upstream's tools
+//!   and treats every other tool as unknown.
+//! - `tools/list` pages through the snapshot with an opaque cursor; the
+//!   tools' schemas are `Arc`s, so a page clones pointers, not schemas.
+//! - Each reload that changes a session's visible tools sends it
+//!   `notifications/tools/list_changed`: sessions of the `initialize`
+//!   protocol versions get it on their stream, 2026-07-28 clients through
+//!   `subscriptions/listen`.
+//! - Protocol versions: 2025-06-18 and 2025-11-25 (sessions, via
+//!   `initialize`) and 2026-07-28 (stateless, per-request metadata); rmcp
+//!   serves the latter statelessly whatever the session setting.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
+use tokio::sync::Notify;
+
+use crate::reload::{CatalogStore, ToolDiff};
+
+/// The protocol versions toolgate speaks.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+    ProtocolVersion::V_2025_06_18,
+    ProtocolVersion::V_2025_11_25,
+    ProtocolVersion::V_2026_07_28,
+];
+
+/// Default tools/list page size.
+pub const DEFAULT_PAGE_SIZE: usize = 500;
+
+/// A connected session (initialize protocol versions) and its scope.
+type Session = (Peer<RoleServer>, Option<Arc<str>>);
+
+/// State shared by every session and endpoint.
+pub struct Shared {
+    pub store: Arc<CatalogStore>,
+    pub page_size: usize,
+    sessions: Mutex<Vec<Session>>,
+    in_flight: AtomicUsize,
+    idle: Notify,
+}
+
+impl Shared {
+    pub fn new(store: Arc<CatalogStore>, page_size: usize) -> Arc<Self> {
+        Arc::new(Shared {
+            store,
+            page_size: page_size.max(1),
+            sessions: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            idle: Notify::new(),
+        })
+    }
+
+    /// Tool calls currently running.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when no tool call is running.
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.in_flight() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Sessions (initialize protocol versions) still connected.
+    pub fn session_count(&self) -> usize {
+        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        s.retain(|(p, _)| !p.is_transport_closed());
+        s.len()
+    }
+
+    fn register(&self, peer: Peer<RoleServer>, scope: Option<Arc<str>>) {
+        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        s.retain(|(p, _)| !p.is_transport_closed());
+        s.push((peer, scope));
+    }
+
+    /// Sends list_changed to every session whose tool set `diff` touches.
+    pub fn notify(&self, diff: &ToolDiff) {
+        let targets: Vec<Peer<RoleServer>> = {
+            let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            s.retain(|(p, _)| !p.is_transport_closed());
+            s.iter()
+                .filter(|(_, scope)| diff.affects(scope.as_deref()))
+                .map(|(p, _)| p.clone())
+                .collect()
+        };
+        for peer in targets {
+            tokio::spawn(async move {
+                // A stalled client must not hold a task forever.
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(10), peer.notify_tool_list_changed())
+                        .await;
+            });
+        }
+    }
+
+    /// Forwards reload diffs to sessions until the store is dropped.
+    pub fn spawn_notifier(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let mut rx = self.store.subscribe();
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(d) => match me.upgrade() {
+                        Some(s) => s.notify(&d),
+                        None => return,
+                    },
+                    // Missed some diffs: tell everyone, a spurious
+                    // list_changed only costs a tools/list.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        match me.upgrade() {
+                            Some(s) => s.notify_all(),
+                            None => return,
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        })
+    }
+
+    fn notify_all(&self) {
+        let mut d = ToolDiff::default();
+        d.modified.push(String::new());
+        d.prefixes = self.store.load().prefixes().map(str::to_string).collect();
+        self.notify(&d);
+    }
+}
+
+struct InFlight<'a>(&'a Shared);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// One MCP endpoint's handler: all tools, or one prefix's.
+#[derive(Clone)]
+pub struct McpHandler {
+    shared: Arc<Shared>,
+    scope: Option<Arc<str>>,
+}
+
+impl McpHandler {
+    pub fn new(shared: Arc<Shared>, scope: Option<&str>) -> Self {
+        McpHandler {
+            shared,
+            scope: scope.map(Arc::from),
+        }
+    }
+
+    fn in_scope(&self, prefix: &str) -> bool {
+        self.scope.as_deref().is_none_or(|s| s == prefix)
+    }
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        let instructions = match &self.scope {
+            None => {
+                "Tools generated from the OpenAPI descriptions of the upstream APIs.".to_string()
+            }
+            Some(p) => {
+                format!("Tools of the upstream API '{p}', generated from its OpenAPI description.")
+            }
+        };
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        .with_instructions(instructions)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let snapshot = self.shared.store.load();
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(c) => c.parse::<usize>().map_err(|_| crate::error::bad_cursor())?,
+        };
+        let size = self.shared.page_size;
+        let mut tools: Vec<Tool> = Vec::with_capacity(size.min(snapshot.tool_count()));
+        let mut iter = snapshot.tools(self.scope.as_deref()).skip(start);
+        for t in iter.by_ref().take(size) {
+            tools.push(t.mcp_for_listing());
+        }
+        let mut result = ListToolsResult::with_all_items(tools);
+        if iter.next().is_some() {
+            result.next_cursor = Some((start + size).to_string());
+        }
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // One snapshot for the whole call: a reload never splits it.
+        let snapshot = self.shared.store.load();
+        let Some(tool) = snapshot
+            .tool(&request.name)
+            .filter(|t| self.in_scope(&t.prefix))
+            .cloned()
+        else {
+            return Err(crate::error::unknown_tool(&request.name));
+        };
+        self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let _guard = InFlight(&self.shared);
+        let result = tokio::select! {
+            r = crate::call::call(&tool, request.arguments) => r,
+            _ = context.ct.cancelled() => crate::response::error_text("call cancelled by the client"),
+        };
+        Ok(result.into())
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let snapshot = self.shared.store.load();
+        snapshot
+            .tool(name)
+            .filter(|t| self.in_scope(&t.prefix))
+            .map(|t| t.mcp().clone())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.shared.register(context.peer, self.scope.clone());
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut f = SubscriptionFilter::new();
+        if requested.tools_list_changed == Some(true) {
+            f.tools_list_changed = Some(true);
+        }
+        Some(f)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut rx = self.shared.store.subscribe();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                msg = rx.recv() => match msg {
+                    Ok(d) if d.affects(self.scope.as_deref()) => {
+                        if context.sink().notify_tool_list_changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = context.sink().notify_tool_list_changed().await;
+                    }
+                    Err(_) => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// The rmcp service type for one endpoint.
+pub type McpService = StreamableHttpService<McpHandler, LocalSessionManager>;
+
+/// Builds the Streamable HTTP service of one endpoint. Each endpoint has
+/// its own session manager, so a session opened on `/mcp` cannot be used
+/// on `/mcp/{prefix}` (or the other way round) to widen its scope.
+pub fn mcp_service(
+    shared: Arc<Shared>,
+    scope: Option<&str>,
+    config: StreamableHttpServerConfig,
+) -> McpService {
+    let handler = McpHandler::new(shared, scope);
+    StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// Services of `/mcp/{prefix}`, created on first use.
+#[derive(Default)]
+pub struct ScopedServices {
+    map: Mutex<HashMap<String, McpService>>,
+}
+
+impl ScopedServices {
+    pub fn get_or_create(&self, prefix: &str, make: impl FnOnce() -> McpService) -> McpService {
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(prefix.to_string()).or_insert_with(make).clone()
+    }
+}

@@ -1,0 +1,506 @@
+//! An immutable, fully prepared view of one catalog: what every call reads.
+//!
+//! Building a snapshot does all the work that can fail before any call sees
+//! it — input/output/response validators compiled, jq programs compiled,
+//! base URLs parsed, secrets resolved, HTTP clients built — so a snapshot
+//! either exists whole or not at all, and the error names the upstream,
+//! the tool and the field. [`crate::reload`] keeps serving the previous
+//! snapshot when a build fails.
+//!
+//! **Memory.** A catalog of a few thousand tools carries tens of megabytes
+//! of JSON Schema; as `serde_json` trees, and again as compiled validators,
+//! that is several hundred megabytes. So a snapshot keeps each schema once,
+//! as compact JSON text, and materialises the heavy forms per tool on first
+//! use ([`OnceLock`]): the validators of a tool when it is first called, its
+//! MCP `Tool` when it is first called or fetched by name. `tools/list`
+//! builds its page from the text without caching it. Every schema is still
+//! compiled once during [`Snapshot::build`] (then dropped), so a snapshot
+//! with a bad schema never goes live.
+//!
+//! Upstream runtimes (connection pools, cached OAuth2 tokens) are reused
+//! across snapshots while an upstream's settings and secrets are unchanged;
+//! see [`RuntimeCache`].
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, OnceLock};
+
+use catalog::transform::JqProgram;
+use catalog::{Catalog, OutputWrap};
+use jsonschema::Validator;
+use reqwest::Url;
+use rmcp::model::JsonObject;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::config::{AuthConfig, GatewayConfig, SecretRef, UpstreamConfig};
+use crate::upstream::UpstreamRuntime;
+use crate::validate;
+
+/// One tool, ready to call.
+pub struct ToolEntry {
+    /// The catalog definition (plan, formats, transforms, annotations),
+    /// with its schemas removed: they live in the compact fields below.
+    pub def: catalog::Tool,
+    pub prefix: String,
+    pub upstream: Arc<UpstreamRuntime>,
+    input_json: Box<str>,
+    output_json: Option<Box<str>>,
+    /// Success response checks by status key (`200`, `2XX`, `default`).
+    responses: Vec<(String, ResponseSource)>,
+    input: OnceLock<Result<Validator, String>>,
+    output: OnceLock<Option<Result<Validator, String>>>,
+    response_validators: OnceLock<Vec<Option<Result<Validator, String>>>>,
+    mcp: OnceLock<rmcp::model::Tool>,
+    pub request_jq: Option<JqProgram>,
+    pub response_jq: Option<JqProgram>,
+    pub error_jq: Option<JqProgram>,
+    /// sha256 of the tool's catalog JSON: decides "modified" on reload.
+    pub fingerprint: String,
+}
+
+enum ResponseSource {
+    /// Its own schema, as JSON text.
+    Schema(Box<str>),
+    /// The schema behind `outputSchema`: validate the wrapped body with
+    /// the output validator (keeps `$defs` references intact).
+    Output,
+}
+
+/// How a success response body is validated.
+pub enum ResponseCheck<'a> {
+    Schema(&'a Validator),
+    /// Validate `wrap(body)` with this (the output) validator.
+    Output(&'a Validator),
+}
+
+fn compile_text(text: &str) -> Result<Validator, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    validate::compile(&v)
+}
+
+fn object_from_text(text: &str) -> JsonObject {
+    serde_json::from_str(text).unwrap_or_default()
+}
+
+impl ToolEntry {
+    /// The input validator. `None` only if the schema stopped compiling
+    /// between the snapshot build and now, which cannot happen; callers
+    /// treat it as a defect rather than panic.
+    pub fn input(&self) -> Option<&Validator> {
+        self.input
+            .get_or_init(|| compile_text(&self.input_json))
+            .as_ref()
+            .ok()
+    }
+
+    /// The outputSchema validator, if the tool has an output schema.
+    pub fn output(&self) -> Option<&Validator> {
+        self.output
+            .get_or_init(|| self.output_json.as_deref().map(compile_text))
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+    }
+
+    pub fn has_output_schema(&self) -> bool {
+        self.output_json.is_some()
+    }
+
+    /// The response check for `status`: exact, then `2XX`-style, then
+    /// `default`.
+    pub fn response_check(&self, status: u16) -> Option<ResponseCheck<'_>> {
+        let exact = status.to_string();
+        let range = format!("{}XX", status / 100);
+        let i = self
+            .responses
+            .iter()
+            .position(|(k, _)| *k == exact)
+            .or_else(|| {
+                self.responses
+                    .iter()
+                    .position(|(k, _)| k.eq_ignore_ascii_case(&range))
+            })
+            .or_else(|| self.responses.iter().position(|(k, _)| k == "default"))?;
+        match &self.responses[i].1 {
+            ResponseSource::Output => self.output().map(ResponseCheck::Output),
+            ResponseSource::Schema(_) => {
+                let all = self.response_validators.get_or_init(|| {
+                    self.responses
+                        .iter()
+                        .map(|(_, src)| match src {
+                            ResponseSource::Schema(text) => Some(compile_text(text)),
+                            ResponseSource::Output => None,
+                        })
+                        .collect()
+                });
+                all.get(i)?
+                    .as_ref()?
+                    .as_ref()
+                    .ok()
+                    .map(ResponseCheck::Schema)
+            }
+        }
+    }
+
+    /// The MCP view, built from the compact schemas. Cached, since rmcp
+    /// asks for it on every call (`get_tool`).
+    pub fn mcp(&self) -> &rmcp::model::Tool {
+        self.mcp.get_or_init(|| self.build_mcp())
+    }
+
+    /// The MCP view for a listing: the cached one if the tool was used,
+    /// else a fresh one that is not kept (listings must not grow memory).
+    pub fn mcp_for_listing(&self) -> rmcp::model::Tool {
+        match self.mcp.get() {
+            Some(t) => t.clone(),
+            None => self.build_mcp(),
+        }
+    }
+
+    fn build_mcp(&self) -> rmcp::model::Tool {
+        let t = &self.def;
+        let mut mcp = rmcp::model::Tool::new_with_raw(
+            t.name.clone(),
+            t.description.clone().map(Cow::Owned),
+            Arc::new(object_from_text(&self.input_json)),
+        );
+        if let Some(title) = &t.title {
+            mcp = mcp.with_title(title.clone());
+        }
+        if let Some(os) = &self.output_json {
+            mcp = mcp.with_raw_output_schema(Arc::new(object_from_text(os)));
+        }
+        let a = &t.annotations;
+        if a.title.is_some()
+            || a.read_only_hint.is_some()
+            || a.destructive_hint.is_some()
+            || a.idempotent_hint.is_some()
+            || a.open_world_hint.is_some()
+        {
+            mcp = mcp.with_annotations(rmcp::model::ToolAnnotations::from_raw(
+                a.title.clone(),
+                a.read_only_hint,
+                a.destructive_hint,
+                a.idempotent_hint,
+                a.open_world_hint,
+            ));
+        }
+        mcp
+    }
+
+    /// The structured form of `body`: itself, or `{"result": body}`.
+    pub fn wrap(&self, body: Value) -> Value {
+        match self.def.output_wrap {
+            Some(OutputWrap::Result) => {
+                let mut m = serde_json::Map::new();
+                m.insert("result".into(), body);
+                Value::Object(m)
+            }
+            _ => body,
+        }
+    }
+}
+
+/// Everything the gateway serves at one moment.
+pub struct Snapshot {
+    /// The catalog's hash; empty for the initial, unloaded snapshot.
+    pub hash: String,
+    /// False only for the placeholder served before any catalog loaded.
+    pub loaded: bool,
+    tools: Vec<Arc<ToolEntry>>,
+    index: HashMap<String, usize>,
+    prefixes: BTreeMap<String, Vec<usize>>,
+}
+
+/// A catalog that cannot be served, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("upstream {upstream}{}: {field}: {message}", tool.as_ref().map(|t| format!(", tool {t}")).unwrap_or_default())]
+pub struct SnapshotError {
+    pub upstream: String,
+    pub tool: Option<String>,
+    pub field: String,
+    pub message: String,
+}
+
+/// Upstream runtimes by prefix, each with the key it was built from.
+#[derive(Default)]
+pub struct RuntimeCache {
+    map: HashMap<String, (String, Arc<UpstreamRuntime>)>,
+}
+
+/// Settings that come from the command line rather than the config file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--base-url` per prefix; the config file's `baseUrl` wins over it,
+    /// and it wins over the catalog's `defaultBaseUrl`.
+    pub base_urls: HashMap<String, String>,
+}
+
+impl Snapshot {
+    /// The placeholder served until a catalog loads: no tools, not ready.
+    pub fn empty() -> Self {
+        Snapshot {
+            hash: String::new(),
+            loaded: false,
+            tools: Vec::new(),
+            index: HashMap::new(),
+            prefixes: BTreeMap::new(),
+        }
+    }
+
+    /// Prepares `catalog`. On error nothing of the new snapshot is kept and
+    /// `cache` is left as it was.
+    pub fn build(
+        catalog: &Catalog,
+        config: &GatewayConfig,
+        overrides: &Overrides,
+        cache: &mut RuntimeCache,
+    ) -> Result<Snapshot, SnapshotError> {
+        let mut next_cache = HashMap::new();
+        let mut tools = Vec::with_capacity(catalog.tool_count());
+        let mut index = HashMap::with_capacity(catalog.tool_count());
+        let mut prefixes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let default_cfg = UpstreamConfig::default();
+        for up in &catalog.upstreams {
+            let err = |field: &str, message: String| SnapshotError {
+                upstream: up.prefix.clone(),
+                tool: None,
+                field: field.to_string(),
+                message,
+            };
+            let cfg = config.upstreams.get(&up.prefix).unwrap_or(&default_cfg);
+            let base = cfg
+                .base_url
+                .clone()
+                .or_else(|| overrides.base_urls.get(&up.prefix).cloned())
+                .or_else(|| up.default_base_url.clone())
+                .ok_or_else(|| {
+                    err(
+                        "baseUrl",
+                        "no base URL: set upstreams.<prefix>.baseUrl in the gateway config or --base-url".into(),
+                    )
+                })?;
+            let base_url = Url::parse(&base).map_err(|e| err("baseUrl", format!("{base}: {e}")))?;
+            let key = runtime_key(cfg, &base_url).map_err(|e| err(&e.field, e.message))?;
+            let runtime = match cache.map.get(&up.prefix) {
+                Some((k, rt)) if *k == key => rt.clone(),
+                _ => Arc::new(
+                    UpstreamRuntime::new(&up.prefix, base_url, cfg)
+                        .map_err(|e| err(&e.field, e.message))?,
+                ),
+            };
+            next_cache.insert(up.prefix.clone(), (key, runtime.clone()));
+            let slot = prefixes.entry(up.prefix.clone()).or_default();
+            for t in &up.tools {
+                let entry =
+                    build_tool(t, &up.prefix, runtime.clone()).map_err(|(field, message)| {
+                        SnapshotError {
+                            upstream: up.prefix.clone(),
+                            tool: Some(t.name.clone()),
+                            field,
+                            message,
+                        }
+                    })?;
+                if index.insert(t.name.clone(), tools.len()).is_some() {
+                    return Err(SnapshotError {
+                        upstream: up.prefix.clone(),
+                        tool: Some(t.name.clone()),
+                        field: "name".into(),
+                        message: "duplicate tool name".into(),
+                    });
+                }
+                slot.push(tools.len());
+                tools.push(Arc::new(entry));
+            }
+        }
+        cache.map = next_cache;
+        Ok(Snapshot {
+            hash: catalog.hash.clone(),
+            loaded: true,
+            tools,
+            index,
+            prefixes,
+        })
+    }
+
+    /// A deep copy made of fresh allocations. NB: called after the parsed
+    /// catalog is freed, it packs the snapshot's long-lived data together
+    /// instead of leaving it scattered across the pages the parse used,
+    /// which the allocator could then not give back to the OS.
+    pub fn compacted(&self) -> Snapshot {
+        let tools: Vec<Arc<ToolEntry>> = self
+            .tools
+            .iter()
+            .map(|t| {
+                Arc::new(ToolEntry {
+                    def: t.def.clone(),
+                    prefix: t.prefix.clone(),
+                    upstream: t.upstream.clone(),
+                    input_json: t.input_json.clone(),
+                    output_json: t.output_json.clone(),
+                    responses: t
+                        .responses
+                        .iter()
+                        .map(|(k, s)| {
+                            let s = match s {
+                                ResponseSource::Schema(text) => {
+                                    ResponseSource::Schema(text.clone())
+                                }
+                                ResponseSource::Output => ResponseSource::Output,
+                            };
+                            (k.clone(), s)
+                        })
+                        .collect(),
+                    input: OnceLock::new(),
+                    output: OnceLock::new(),
+                    response_validators: OnceLock::new(),
+                    mcp: OnceLock::new(),
+                    request_jq: t.request_jq.clone(),
+                    response_jq: t.response_jq.clone(),
+                    error_jq: t.error_jq.clone(),
+                    fingerprint: t.fingerprint.clone(),
+                })
+            })
+            .collect();
+        Snapshot {
+            hash: self.hash.clone(),
+            loaded: self.loaded,
+            index: self.index.clone(),
+            prefixes: self.prefixes.clone(),
+            tools,
+        }
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&Arc<ToolEntry>> {
+        self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// Tools visible at `scope` (`None`: all), in catalog order.
+    pub fn tools<'a>(
+        &'a self,
+        scope: Option<&str>,
+    ) -> Box<dyn Iterator<Item = &'a Arc<ToolEntry>> + 'a> {
+        match scope {
+            None => Box::new(self.tools.iter()),
+            Some(p) => match self.prefixes.get(p) {
+                Some(ix) => Box::new(ix.iter().map(move |&i| &self.tools[i])),
+                None => Box::new(std::iter::empty()),
+            },
+        }
+    }
+
+    pub fn tool_count(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn has_prefix(&self, prefix: &str) -> bool {
+        self.prefixes.contains_key(prefix)
+    }
+
+    pub fn prefixes(&self) -> impl Iterator<Item = &str> {
+        self.prefixes.keys().map(String::as_str)
+    }
+}
+
+fn build_tool(
+    t: &catalog::Tool,
+    prefix: &str,
+    upstream: Arc<UpstreamRuntime>,
+) -> Result<ToolEntry, (String, String)> {
+    fn e(field: &str) -> impl Fn(String) -> (String, String) + '_ {
+        move |m| (field.to_string(), m)
+    }
+    // Each schema is compiled here once, to refuse a bad catalog as a
+    // whole, and then dropped; see the module docs.
+    let input_schema = Value::Object(t.input_schema.clone());
+    validate::compile(&input_schema).map_err(e("inputSchema"))?;
+    let input_json = input_schema.to_string().into_boxed_str();
+    drop(input_schema);
+    let output_json = match &t.output_schema {
+        Some(s) => {
+            let v = Value::Object(s.clone());
+            validate::compile(&v).map_err(e("outputSchema"))?;
+            Some(v.to_string().into_boxed_str())
+        }
+        None => None,
+    };
+    let mut responses = Vec::new();
+    for r in &t.responses {
+        let source = match &r.schema {
+            Some(s) => {
+                validate::compile(s).map_err(e(&format!("responses[{}].schema", r.status)))?;
+                ResponseSource::Schema(s.to_string().into_boxed_str())
+            }
+            None if output_json.is_some() => ResponseSource::Output,
+            None => continue,
+        };
+        responses.push((r.status.clone(), source));
+    }
+    let jq = |src: &Option<String>, field: &str| -> Result<Option<JqProgram>, (String, String)> {
+        src.as_deref()
+            .map(|s| JqProgram::compile(s).map_err(|err| (field.to_string(), err.message)))
+            .transpose()
+    };
+    let fingerprint = hex(&Sha256::digest(serde_json::to_vec(t).unwrap_or_default()));
+    let mut def = t.clone();
+    def.input_schema = serde_json::Map::new();
+    def.output_schema = None;
+    def.responses.clear();
+    Ok(ToolEntry {
+        def,
+        prefix: prefix.to_string(),
+        upstream,
+        input_json,
+        output_json,
+        responses,
+        input: OnceLock::new(),
+        output: OnceLock::new(),
+        response_validators: OnceLock::new(),
+        mcp: OnceLock::new(),
+        request_jq: jq(&t.transforms.request, "transforms.request")?,
+        response_jq: jq(&t.transforms.response, "transforms.response")?,
+        error_jq: jq(&t.transforms.error, "transforms.error")?,
+        fingerprint,
+    })
+}
+
+/// What decides whether a runtime can be reused: its settings, its base
+/// URL and the current values of its secrets (so a rotated Secret file
+/// takes effect on the next reload).
+fn runtime_key(cfg: &UpstreamConfig, base: &Url) -> Result<String, crate::config::SecretError> {
+    let mut h = Sha256::new();
+    h.update(serde_json::to_vec(cfg).unwrap_or_default());
+    h.update(base.as_str());
+    let mut secret = |s: &SecretRef, f: &str| -> Result<(), crate::config::SecretError> {
+        h.update([0]);
+        h.update(s.resolve(f)?);
+        Ok(())
+    };
+    match &cfg.auth {
+        AuthConfig::None => {}
+        AuthConfig::Bearer { token } => secret(token, "auth.token")?,
+        AuthConfig::ApiKey { value, .. } => secret(value, "auth.value")?,
+        AuthConfig::Basic { username, password } => {
+            secret(username, "auth.username")?;
+            secret(password, "auth.password")?;
+        }
+        AuthConfig::Oauth2ClientCredentials {
+            client_id,
+            client_secret,
+            ..
+        } => {
+            secret(client_id, "auth.clientId")?;
+            secret(client_secret, "auth.clientSecret")?;
+        }
+    }
+    Ok(hex(&h.finalize()))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}

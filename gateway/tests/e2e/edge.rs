@@ -1,0 +1,120 @@
+use serde_json::json;
+use tower::ServiceExt;
+
+use crate::support::*;
+use crate::upstream::TestUpstream;
+
+#[tokio::test]
+async fn prefix_endpoint_serves_only_its_upstream() {
+    let up = TestUpstream::start().await;
+    let gw = start_gateway(&default_catalog(), config_for(&up.url, "")).await;
+    let other = connect(&format!("{}/mcp/other", gw.url)).await;
+    let tools = other.list_all_tools().await.unwrap();
+    assert_eq!(
+        tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>(),
+        vec!["other__ping"]
+    );
+    let e = try_call(&other, "pets__get_pet", json!({"id": "7"}))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown tool"), "{e}");
+    assert_eq!(up.count(), 0);
+    let r = call(&other, "other__ping", json!({})).await;
+    assert!(!is_error(&r));
+    assert_eq!(up.last().path, "/other-base/ping");
+}
+
+#[tokio::test]
+async fn unknown_prefix_is_404() {
+    let up = TestUpstream::start().await;
+    let gw = start_gateway(&default_catalog(), config_for(&up.url, "")).await;
+    let r = reqwest::get(format!("{}/mcp/nope", gw.url)).await.unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+fn state() -> gateway::AppState {
+    gateway::upstream::install_crypto_provider();
+    let store = gateway::CatalogStore::new(Default::default(), Default::default());
+    gateway::AppState::new(store, &gateway::EdgeOptions::default())
+}
+
+#[tokio::test]
+async fn readyz_is_503_until_a_catalog_loads() {
+    let st = state();
+    let store = st.shared.store.clone();
+    let app = gateway::app(st);
+    let req = || {
+        axum::http::Request::get("/readyz")
+            .body(axum::body::Body::empty())
+            .unwrap()
+    };
+    assert_eq!(app.clone().oneshot(req()).await.unwrap().status(), 503);
+    let healthz = axum::http::Request::get("/healthz")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    assert_eq!(app.clone().oneshot(healthz).await.unwrap().status(), 200);
+    let mut catalog = default_catalog();
+    catalog
+        .upstreams
+        .iter_mut()
+        .for_each(|u| u.default_base_url = Some("http://127.0.0.1:9".into()));
+    store.install(&catalog).unwrap();
+    assert_eq!(app.oneshot(req()).await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn foreign_host_header_is_refused() {
+    let app = gateway::app(state());
+    let req = axum::http::Request::post("/mcp")
+        .header("host", "evil.example")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(axum::body::Body::from(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string(),
+        ))
+        .unwrap();
+    let resp = app.oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), 403);
+}
+
+fn ping(host: &str, origin: Option<&str>) -> axum::http::Request<axum::body::Body> {
+    let mut b = axum::http::Request::post("/mcp")
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(o) = origin {
+        b = b.header("origin", o);
+    }
+    b.body(axum::body::Body::from(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}})
+        .to_string(),
+    ))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn foreign_origin_is_refused_and_allowed_hosts_are_configurable() {
+    gateway::upstream::install_crypto_provider();
+    let store = gateway::CatalogStore::new(Default::default(), Default::default());
+    let edge = gateway::EdgeOptions {
+        allowed_hosts: vec!["mcp.example.com".into()],
+        ..Default::default()
+    };
+    let app = gateway::app(gateway::AppState::new(store, &edge));
+    let status = |r: axum::http::Request<axum::body::Body>| {
+        let app = app.clone();
+        async move { app.oneshot(r).await.unwrap().status() }
+    };
+    assert_eq!(status(ping("mcp.example.com", None)).await, 200);
+    assert_eq!(
+        status(ping("mcp.example.com", Some("https://mcp.example.com"))).await,
+        200
+    );
+    assert_eq!(
+        status(ping("mcp.example.com", Some("http://evil.example"))).await,
+        403
+    );
+    assert_eq!(status(ping("localhost", None)).await, 403);
+}

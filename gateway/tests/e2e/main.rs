@@ -1,0 +1,22 @@
+//! End-to-end tests: a real rmcp client over Streamable HTTP, the gateway on
+//! 127.0.0.1:0, and a recording upstream. Modules follow the call pipeline.
+
+/// Catalog fixtures, the in-process gateway and the MCP client.
+mod support;
+/// The recording test upstream.
+mod upstream;
+
+/// Outbound auth as the upstream sees it.
+mod auth;
+/// tools/call: validation, request building, status routing, formats.
+mod call;
+/// The spec corpus, compiled and served.
+mod corpus;
+/// `/mcp/{prefix}` scoping and the HTTP edge.
+mod edge;
+/// tools/list: schemas, constraints, pagination, protocol versions.
+mod list;
+/// Hot reload: list_changed, reload under load, the real binary.
+mod reload;
+/// jq request, response and error transforms at runtime.
+mod transform;

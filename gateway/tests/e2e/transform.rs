@@ -1,0 +1,114 @@
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::upstream::TestUpstream;
+
+/// The jq engine lands separately from the gateway; until then
+/// `JqProgram` is an identity stub and these tests have nothing to check.
+fn jq_available() -> bool {
+    let p = catalog::transform::JqProgram::compile(".a").expect("compiles");
+    let ok = p.run(json!({"a": 1})).ok() == Some(json!(1));
+    if !ok {
+        eprintln!("jq engine not available (stub); transform tests skipped");
+    }
+    ok
+}
+
+fn transform_catalog() -> catalog::Catalog {
+    catalog_of(vec![upstream(
+        "t",
+        vec![
+            tool(
+                "t__get_pet",
+                "GET",
+                "/pets/{id}",
+                json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+                json!([{"arg": "id", "name": "id", "in": "path", "style": "simple", "explode": false, "required": true}]),
+                json!({"transforms": {
+                    "response": "{pet: .name}",
+                    "error": "{error: (.problem.title // \"failed\"), code: .status}"
+                }}),
+            ),
+            tool(
+                "t__lookup",
+                "GET",
+                "/unused",
+                json!({"type": "object", "properties": {"pet": {"type": "string"}}, "required": ["pet"]}),
+                json!([]),
+                json!({"transforms": {"request": "{path: \"/pets/\\(.pet)\", query: {v: \"1\"}}"}}),
+            ),
+            tool(
+                "t__runaway",
+                "GET",
+                "/pets/{id}",
+                json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}),
+                json!([{"arg": "id", "name": "id", "in": "path", "style": "simple", "explode": false, "required": true}]),
+                json!({"transforms": {"response": "[range(1e12)] | length"}}),
+            ),
+        ],
+    )])
+}
+
+async fn setup() -> (TestUpstream, Gateway, Client) {
+    let up = TestUpstream::start().await;
+    let cfg = gateway::config::GatewayConfig::parse(&format!(
+        "upstreams:\n  t:\n    baseUrl: {}\n",
+        up.url
+    ))
+    .unwrap();
+    let gw = start_gateway(&transform_catalog(), cfg).await;
+    let client = connect(&format!("{}/mcp", gw.url)).await;
+    (up, gw, client)
+}
+
+#[tokio::test]
+async fn response_and_error_transforms_shape_the_result() {
+    if !jq_available() {
+        return;
+    }
+    let (_up, _gw, client) = setup().await;
+    let r = call(&client, "t__get_pet", json!({"id": "7"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text(&r)).unwrap(),
+        json!({"pet": "rex"})
+    );
+    let r = call(&client, "t__get_pet", json!({"id": "404"})).await;
+    assert!(is_error(&r));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text(&r)).unwrap(),
+        json!({"error": "Pet not found", "code": 404})
+    );
+}
+
+#[tokio::test]
+async fn request_transform_builds_the_request_under_the_base_url() {
+    if !jq_available() {
+        return;
+    }
+    let (up, _gw, client) = setup().await;
+    let r = call(&client, "t__lookup", json!({"pet": "7"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let rec = up.last();
+    assert_eq!(
+        (rec.path.as_str(), rec.query.as_deref()),
+        ("/pets/7", Some("v=1"))
+    );
+    let r = call(&client, "t__lookup", json!({"pet": "../admin"})).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert_eq!(up.count(), 1);
+}
+
+#[tokio::test]
+async fn runaway_transform_is_an_error_and_the_server_keeps_serving() {
+    if !jq_available() {
+        return;
+    }
+    let (_up, _gw, client) = setup().await;
+    let started = std::time::Instant::now();
+    let r = call(&client, "t__runaway", json!({"id": "7"})).await;
+    assert!(is_error(&r));
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let r = call(&client, "t__get_pet", json!({"id": "7"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+}

@@ -16,7 +16,8 @@
 //! **Error path** (status in `errorStatus`): the body is parsed
 //! (`application/problem+json` per RFC 9457, else JSON, else text) and
 //! handed to the jq error transform as
-//! `{"status": n, "problem": {...} | null, "body": <json or text>}`. Without
+//! `{"status": n, "contentType": "...", "problem": {...} | null, "body": <json or text>}`
+//! (the shape the compiler dry-runs error transforms on). Without
 //! a transform the result is `{error: title, detail, status}` for problem
 //! details and `{error: "upstream error: HTTP n", body}` otherwise. Always
 //! isError.
@@ -207,7 +208,7 @@ pub async fn error(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
     };
     let value = match &tool.error_jq {
         Some(p) => {
-            let input = json!({"status": resp.status, "problem": problem, "body": body});
+            let input = json!({"status": resp.status, "contentType": media, "problem": problem, "body": body});
             match crate::transform::run("error", p, input).await {
                 Ok(v) => v,
                 Err(e) => return error_text(format!("upstream error: HTTP {} ({e})", resp.status)),

@@ -98,16 +98,16 @@ fn reject(
     method: &str,
     reason: RejectReason,
     message: String,
-) -> Rejected {
+) -> Box<Rejected> {
     let r = op_ref(site, method);
-    Rejected {
+    Box::new(Rejected {
         method: r.method,
         path: r.path,
         operation_id: r.operation_id,
         pointer: r.pointer,
         reason,
         message,
-    }
+    })
 }
 
 fn compile_document(
@@ -137,7 +137,7 @@ fn compile_document(
         };
         let method = site.method.to_ascii_uppercase();
         let Some(op) = site.operation.as_object() else {
-            rejected.push(reject(
+            rejected.push(*reject(
                 &site,
                 &method,
                 RejectReason::OperationInvalid,
@@ -161,7 +161,7 @@ fn compile_document(
         );
         let name = naming::full_name(prefix, &base, &options.naming);
         if !naming::is_valid_name(&name) {
-            rejected.push(reject(
+            rejected.push(*reject(
                 &site,
                 &method,
                 RejectReason::OperationInvalid,
@@ -177,7 +177,7 @@ fn compile_document(
         }
         let disabled = &options.tools.disabled;
         if disabled.iter().any(|d| *d == name || *d == base) {
-            rejected.push(reject(
+            rejected.push(*reject(
                 &site,
                 &method,
                 RejectReason::DisabledByConfig,
@@ -216,7 +216,7 @@ fn compile_document(
     let mut tools = Vec::new();
     for (draft, keep) in drafts.into_iter().zip(keep.iter().copied()) {
         if !keep {
-            rejected.push(reject(
+            rejected.push(*reject(
                 &draft.site,
                 &draft.method,
                 RejectReason::NameConflict,
@@ -229,7 +229,7 @@ fn compile_document(
         }
         match build_tool(doc, &draft, &mut conv, options) {
             Ok(tool) => tools.push(tool),
-            Err(r) => rejected.push(r),
+            Err(r) => rejected.push(*r),
         }
     }
     if let (Some(name), Some(true)) = (raw_name, keep.last().copied()) {
@@ -272,7 +272,7 @@ fn filter(
     options: &CompileOptions,
 ) -> Option<Rejected> {
     if op.get("x-mcp-enabled") == Some(&Value::Bool(false)) {
-        return Some(reject(
+        return Some(*reject(
             site,
             method,
             RejectReason::Disabled,
@@ -280,7 +280,7 @@ fn filter(
         ));
     }
     if options.tools.read_only && !annotate::is_read_only(method, op) {
-        return Some(reject(
+        return Some(*reject(
             site,
             method,
             RejectReason::ReadOnlyMode,
@@ -290,7 +290,7 @@ fn filter(
     let sets = toolsets(op);
     let include = &options.tools.include_toolsets;
     if !include.is_empty() && !sets.iter().any(|s| include.contains(s)) {
-        return Some(reject(
+        return Some(*reject(
             site,
             method,
             RejectReason::ToolsetFiltered,
@@ -301,7 +301,7 @@ fn filter(
         .iter()
         .find(|s| options.tools.exclude_toolsets.contains(s))
     {
-        return Some(reject(
+        return Some(*reject(
             site,
             method,
             RejectReason::ToolsetFiltered,
@@ -331,7 +331,7 @@ fn build_tool(
     draft: &Draft<'_>,
     conv: &mut SchemaConverter<'_>,
     options: &CompileOptions,
-) -> Result<Tool, Rejected> {
+) -> Result<Tool, Box<Rejected>> {
     let site = &draft.site;
     let method = draft.method.as_str();
     let invalid = |m: String| reject(site, method, RejectReason::OperationInvalid, m);
@@ -553,7 +553,7 @@ fn check_transforms(
     t: &Transforms,
     input_schema: &Value,
     body_schema: Option<&Value>,
-) -> Result<(), Rejected> {
+) -> Result<(), Box<Rejected>> {
     let fail = |key: &str, msg: String| {
         reject(
             site,
@@ -602,12 +602,15 @@ fn check_transforms(
     Ok(())
 }
 
-/// What an error transform sees: `{status, body, contentType}`.
+/// What an error transform sees at runtime (the gateway builds the same
+/// shape): `{status, contentType, problem, body}`, `problem` being the
+/// RFC 9457 object for `application/problem+json` and `null` otherwise.
 fn error_samples() -> Vec<Value> {
+    let problem = serde_json::json!({"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no such item"});
     vec![
         serde_json::json!({"status": 404, "contentType": "application/problem+json",
-            "body": {"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no such item"}}),
-        serde_json::json!({"status": 500, "contentType": "text/plain", "body": "internal error"}),
+            "problem": problem.clone(), "body": problem}),
+        serde_json::json!({"status": 500, "contentType": "text/plain", "problem": null, "body": "internal error"}),
     ]
 }
 

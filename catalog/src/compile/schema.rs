@@ -483,60 +483,16 @@ impl<'d> SchemaConverter<'d> {
                         }
                     }
                 }
-                "minimum" | "maximum" | "multipleOf" => {
-                    if v.is_number()
-                        && !(key == "multipleOf" && v.as_f64().is_some_and(|f| f <= 0.0))
-                    {
-                        out.insert(key.clone(), v.clone());
-                    }
-                }
-                "exclusiveMinimum" | "exclusiveMaximum" => {
-                    // 3.0: a boolean modifying minimum/maximum.
-                    if v.is_number() {
-                        out.insert(key.clone(), v.clone());
-                    }
-                }
-                "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
-                | "maxProperties" | "minContains" | "maxContains" => {
-                    if v.is_u64() {
-                        out.insert(key.clone(), v.clone());
-                    }
-                }
                 "enum" => {
-                    if let Some(a) = v.as_array() {
-                        if !a.is_empty() {
-                            out.insert(key.clone(), Value::Array(dedup(a.clone())));
-                        }
+                    if let Some(a) = v.as_array().filter(|a| !a.is_empty()) {
+                        out.insert(key.clone(), Value::Array(dedup(a.clone())));
                     }
                 }
-                "uniqueItems" | "deprecated" | "readOnly" | "writeOnly" => {
-                    if v.is_boolean() {
-                        out.insert(key.clone(), v.clone());
-                    }
+                "example" if !obj.contains_key("examples") => {
+                    out.insert("examples".into(), Value::Array(vec![v.clone()]));
                 }
-                "title" | "description" | "format" | "contentMediaType" | "contentEncoding"
-                | "$comment" => {
-                    if v.is_string() {
-                        out.insert(key.clone(), v.clone());
-                    }
-                }
-                "const" | "default" => {
+                _ if scalar_keyword_ok(key, v) => {
                     out.insert(key.clone(), v.clone());
-                }
-                "example" => {
-                    if !obj.contains_key("examples") {
-                        out.insert("examples".into(), Value::Array(vec![v.clone()]));
-                    }
-                }
-                "examples" => {
-                    if v.is_array() {
-                        out.insert(key.clone(), v.clone());
-                    }
-                }
-                "dependentRequired" => {
-                    if v.is_object() {
-                        out.insert(key.clone(), v.clone());
-                    }
                 }
                 // OpenAPI-only (`nullable` handled below, `discriminator`,
                 // `xml`, `externalDocs`), extensions, and identifiers that
@@ -596,6 +552,25 @@ impl<'d> SchemaConverter<'d> {
         let ok = jsonschema::draft202012::new(&Value::Object(m)).is_ok();
         self.pattern_ok.insert(p.to_string(), ok);
         ok
+    }
+}
+
+/// Keywords copied as they are when their value has the type JSON Schema
+/// requires (a wrong type would make the whole schema invalid, e.g.
+/// `maxLength: -1` or `multipleOf: 0`). Unknown keywords are dropped.
+fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
+    match key {
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => v.is_number(),
+        "multipleOf" => v.as_f64().is_some_and(|f| f > 0.0),
+        "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties"
+        | "minContains" | "maxContains" => v.is_u64(),
+        "uniqueItems" | "deprecated" | "readOnly" | "writeOnly" => v.is_boolean(),
+        "title" | "description" | "format" | "contentMediaType" | "contentEncoding"
+        | "$comment" => v.is_string(),
+        "const" | "default" => true,
+        "examples" => v.is_array(),
+        "dependentRequired" => v.is_object(),
+        _ => false,
     }
 }
 

@@ -534,6 +534,38 @@ pub struct McpUpstreamStatus {
     pub served_replicas: Option<i32>,
 }
 
+impl McpUpstreamStatus {
+    /// Fills the catalog-derived fields (`toolCount`, `warnings`,
+    /// `warningCount`, `rejectedOperations`, `rejectedCount`, `catalogHash`)
+    /// from a published catalog, cutting the lists to the schema's
+    /// `maxItems` so the status write is never refused for its size.
+    pub fn record_catalog(&mut self, catalog: &catalog::UpstreamCatalog) {
+        self.tool_count = Some(saturating_u32(catalog.tools.len()));
+        self.warnings = catalog
+            .warnings
+            .iter()
+            .take(MAX_STATUS_WARNINGS)
+            .map(|w| match &w.pointer {
+                Some(p) => format!("{}: {} (at {p})", w.code, w.message),
+                None => format!("{}: {}", w.code, w.message),
+            })
+            .collect();
+        self.warning_count = Some(saturating_u32(catalog.warnings.len()));
+        self.rejected_operations = catalog
+            .rejected
+            .iter()
+            .take(MAX_STATUS_REJECTED)
+            .map(RejectedOperation::from)
+            .collect();
+        self.rejected_count = Some(saturating_u32(catalog.rejected.len()));
+        self.catalog_hash = Some(catalog.hash.clone());
+    }
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// An operation of the document that is not a tool.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

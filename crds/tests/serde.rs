@@ -364,3 +364,54 @@ fn rejected_operation_from_catalog_keeps_method_path_and_reason() {
         }
     );
 }
+
+#[test]
+fn recorded_catalog_lists_are_capped_with_full_counts() {
+    let spec = br#"{"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+      "paths": {"/pets": {"get": {"operationId": "listPets", "responses": {"200": {"description": "ok"}}}}}}"#;
+    let options = catalog::CompileOptions::default();
+    let mut compiled = catalog::compile_upstream(&catalog::UpstreamSource {
+        prefix: "pets",
+        document: "inline",
+        spec,
+        overlays: &[],
+        options: &options,
+    })
+    .unwrap();
+    let rejected = catalog::Rejected {
+        method: "delete".into(),
+        path: "/pets/{petId}".into(),
+        operation_id: None,
+        pointer: "/paths/~1pets~1{petId}/delete".into(),
+        reason: catalog::RejectReason::Disabled,
+        message: "x-mcp-enabled: false".into(),
+    };
+    compiled.rejected = vec![rejected; crds::MAX_STATUS_REJECTED + 7];
+    compiled.warnings = (0..crds::MAX_STATUS_WARNINGS + 3)
+        .map(|i| catalog::Warning {
+            code: "OverlayTargetUnmatched".into(),
+            message: format!("action {i} matched nothing"),
+            pointer: (i == 0).then(|| "/actions/0".into()),
+        })
+        .collect();
+
+    let mut status = McpUpstreamStatus::default();
+    status.record_catalog(&compiled);
+    assert_eq!(status.tool_count, Some(1));
+    assert_eq!(status.catalog_hash.as_deref(), Some(compiled.hash.as_str()));
+    assert_eq!(status.rejected_operations.len(), crds::MAX_STATUS_REJECTED);
+    assert_eq!(
+        status.rejected_count,
+        Some(crds::MAX_STATUS_REJECTED as u32 + 7)
+    );
+    assert_eq!(status.rejected_operations[0].method, "DELETE");
+    assert_eq!(status.warnings.len(), crds::MAX_STATUS_WARNINGS);
+    assert_eq!(
+        status.warning_count,
+        Some(crds::MAX_STATUS_WARNINGS as u32 + 3)
+    );
+    assert_eq!(
+        status.warnings[0],
+        "OverlayTargetUnmatched: action 0 matched nothing (at /actions/0)"
+    );
+}

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 /// Everything that shapes how one upstream compiles.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct CompileOptions {
     pub naming: NamingOptions,
@@ -19,6 +20,7 @@ pub struct CompileOptions {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct NamingOptions {
     /// Between prefix and base name.
@@ -47,6 +49,7 @@ impl Default for NamingOptions {
 
 /// How operationIds and paths are turned into names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct SlugRules {
     /// `/` → `_`.
@@ -73,6 +76,7 @@ impl Default for SlugRules {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ConflictResolution {
     /// Any two operations with one name fail the compile, listing every pair.
@@ -86,6 +90,7 @@ pub enum ConflictResolution {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ToolOptions {
     /// Only GET/HEAD operations (and those annotated `readOnlyHint: true`).
@@ -103,6 +108,7 @@ pub struct ToolOptions {
 
 /// A parameter added to every tool, e.g. an optional `sudo` query parameter.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExtraParameter {
     pub name: String,
@@ -113,11 +119,18 @@ pub struct ExtraParameter {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// JSON Schema of the value; defaults to `{"type": "string"}`.
+    // Any JSON value: a Kubernetes CRD schema must say so explicitly, or the
+    // API server refuses the CRD as non-structural (see the `crds` crate).
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(extend("x-kubernetes-preserve-unknown-fields" = true))
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct SchemaOptions {
     pub body_mode: BodyMode,
@@ -135,6 +148,7 @@ impl Default for SchemaOptions {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum BodyMode {
     /// Merge an object body into the arguments unless a name collides.

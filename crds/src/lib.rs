@@ -1,0 +1,86 @@
+//! toolgate's Kubernetes API: the `McpUpstream` and `McpOverlay` custom
+//! resources (group `toolgate.dev`, version `v1alpha1`) and their CRDs.
+//!
+//! Types only: no client, no reconcile logic. The operator reconciles these
+//! kinds; the compiler's settings blocks (`naming`, `tools`, `schema`) are the
+//! `catalog` crate's own types, so the CRD and `toolgate compile --config`
+//! share one definition.
+//!
+//! The CRD YAML is generated from these types by [`crd_yaml`] and committed as
+//! `crds/toolgate.dev.yaml` (one multi-document file, both kinds, so
+//! `kubectl apply -f crds/` installs everything). Regenerate it after any
+//! change to the types:
+//!
+//! ```text
+//! cargo run -p crds --bin crdgen > crds/toolgate.dev.yaml
+//! ```
+//!
+//! The test `generated_yaml_is_current` fails while the file is stale.
+//!
+//! ```
+//! use crds::{McpUpstream, McpUpstreamSpec, OpenApiSource};
+//! use kube::CustomResourceExt;
+//!
+//! let spec: McpUpstreamSpec = serde_json::from_value(serde_json::json!({
+//!     "toolPrefix": "petstore",
+//!     "baseUrl": "http://petstore.demo.svc/api",
+//!     "openapi": {"configMapRef": {"name": "petstore-openapi", "key": "openapi.yaml"}},
+//! }))
+//! .unwrap();
+//! let upstream = McpUpstream::new("petstore", spec);
+//! assert_eq!(upstream.spec.compile_options().naming.separator, "__");
+//! assert_eq!(McpUpstream::crd_name(), "mcpupstreams.toolgate.dev");
+//! ```
+
+mod common;
+pub mod conditions;
+mod overlay;
+mod upstream;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+pub use common::{
+    parse_duration, ConfigMapKeyRef, SecretRef, DATA_KEY_PATTERN, DURATION_PATTERN,
+    OBJECT_NAME_PATTERN,
+};
+pub use overlay::{
+    McpOverlay, McpOverlaySpec, McpOverlayStatus, UnmatchedTarget, UpstreamRef, UpstreamSelector,
+    MAX_STATUS_UNMATCHED,
+};
+pub use upstream::{
+    AuthSecretRef, AuthSpec, AuthType, HttpSpec, McpUpstream, McpUpstreamSpec, McpUpstreamStatus,
+    OpenApiSource, RejectedOperation, ResponseFailure, Scheme, ServiceRef, ValidationSpec,
+    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_REFRESH_INTERVAL, DEFAULT_TIMEOUT, HEADER_NAME_PATTERN,
+    HTTP_URL_PATTERN, MAX_STATUS_REJECTED, MAX_STATUS_WARNINGS, TOOL_PREFIX_PATTERN,
+};
+
+/// API group of both kinds.
+pub const GROUP: &str = "toolgate.dev";
+/// API version of both kinds.
+pub const VERSION: &str = "v1alpha1";
+
+/// Path of the committed CRD YAML, relative to the workspace root.
+pub const CRD_YAML_PATH: &str = "crds/toolgate.dev.yaml";
+
+/// Both CRDs: McpUpstream first, then McpOverlay.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![McpUpstream::crd(), McpOverlay::crd()]
+}
+
+/// The content of [`CRD_YAML_PATH`]: both CRDs as one multi-document YAML
+/// stream, preceded by a header saying how it is made.
+pub fn crd_yaml() -> String {
+    let mut out = String::from(
+        "# Generated from crds/src by `cargo run -p crds --bin crdgen > crds/toolgate.dev.yaml`.\n\
+         # Do not edit: change the Rust types and regenerate.\n",
+    );
+    for crd in crds() {
+        out.push_str("---\n");
+        // NB: serialising a CustomResourceDefinition (plain strings, maps and
+        // JSON values built by the derive) has no failure mode; an error
+        // here would be a bug in the serializer, not bad input.
+        out.push_str(&yaml_serde::to_string(&crd).expect("a CRD always serialises to YAML"));
+    }
+    out
+}

@@ -1,0 +1,594 @@
+//! `McpUpstream`: one HTTP API, described by an OpenAPI document, served to
+//! MCP clients as tools named `{toolPrefix}{separator}{name}`.
+//!
+//! Field comments say, for each field, whether it is required, what absence
+//! means and whether the API server fills in a default (the convention of
+//! kube's `crd_derive_schema.rs` example). In short: `Option` fields are
+//! skipped when `None` and have no schema default, so absence reaches the
+//! operator, which applies the documented default; plain scalar fields inside
+//! an optional block carry a schema default, so the API server fills them in
+//! whenever the block is present.
+//!
+//! "Exactly one of" rules are CEL rules (`x-kubernetes-validations`) on the
+//! struct holding the alternatives, so `kubectl apply` rejects a bad object
+//! with a message naming the fields; each rule only uses `has()`, `size()` and
+//! comparisons, which keeps it far below the API server's CEL cost budget.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{
+    conditions_schema, ConfigMapKeyRef, SecretRef, DURATION_PATTERN, OBJECT_NAME_PATTERN,
+};
+
+/// Schema `pattern` of `spec.toolPrefix`: short enough that prefixed names fit
+/// MCP clients' tool-name limits, and made of characters every client accepts.
+pub const TOOL_PREFIX_PATTERN: &str = "^[a-z][a-z0-9_]{0,29}$";
+
+/// Schema `pattern` of URL fields (`baseUrl`, `openapi.url`, `auth.tokenUrl`).
+pub const HTTP_URL_PATTERN: &str = "^https?://[^\\s/?#]+[^\\s]*$";
+
+/// Schema `pattern` of HTTP header names (RFC 9110 `token`).
+pub const HEADER_NAME_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
+
+/// Used when `spec.openapi.url` is set without `refreshInterval`.
+pub const DEFAULT_REFRESH_INTERVAL: &str = "10m";
+/// Used when `spec.http.timeout` is absent.
+pub const DEFAULT_TIMEOUT: &str = "30s";
+/// Used when `spec.http.maxResponseBytes` is absent: 10 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// At most this many entries in `status.warnings` (the schema's `maxItems`);
+/// `status.warningCount` holds the total.
+pub const MAX_STATUS_WARNINGS: usize = 20;
+/// At most this many entries in `status.rejectedOperations` (the schema's
+/// `maxItems`); `status.rejectedCount` holds the total.
+pub const MAX_STATUS_REJECTED: usize = 50;
+
+/// An HTTP API served to MCP clients as tools.
+// NB: clippy reads the repeated `type_ = "string"` of the printer columns
+// inside `#[kube(...)]` as duplicated attributes; they are separate columns.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "toolgate.dev",
+    version = "v1alpha1",
+    kind = "McpUpstream",
+    plural = "mcpupstreams",
+    namespaced,
+    shortname = "mcpu",
+    category = "mcp",
+    status = "McpUpstreamStatus",
+    derive = "PartialEq",
+    doc = "An HTTP API, described by an OpenAPI document, served to MCP clients as tools.",
+    printcolumn(name = "Prefix", type_ = "string", json_path = ".spec.toolPrefix"),
+    printcolumn(name = "Tools", type_ = "integer", json_path = ".status.toolCount"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].reason"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = (
+    "has(self.baseUrl) != has(self.serviceRef)",
+    "exactly one of spec.baseUrl or spec.serviceRef must be set"
+))]
+#[serde(rename_all = "camelCase")]
+pub struct McpUpstreamSpec {
+    /// Prefix of every tool name of this upstream (`{toolPrefix}__{name}`).
+    /// Unique cluster-wide: the oldest McpUpstream holding a prefix keeps it,
+    /// later claimants get `PrefixAccepted=False, reason=PrefixConflict`.
+    /// Required; no default.
+    #[schemars(pattern(TOOL_PREFIX_PATTERN))]
+    pub tool_prefix: String,
+
+    /// Where tool calls go, e.g. `https://api.example.com/v2`; paths of the
+    /// document are appended. Exactly one of `baseUrl` and `serviceRef`.
+    /// Nullable, skipped when `None`; no default (the document's `servers`
+    /// are never used, so the cluster decides where calls go).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048), pattern(HTTP_URL_PATTERN))]
+    pub base_url: Option<String>,
+
+    /// A Service in this namespace to send tool calls to. Exactly one of
+    /// `baseUrl` and `serviceRef`. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ref: Option<ServiceRef>,
+
+    /// Where the OpenAPI (2.0, 3.0 or 3.1) document comes from. Required.
+    pub openapi: OpenApiSource,
+
+    /// Names of McpOverlays in this namespace, applied in this order before
+    /// McpOverlays that select this upstream themselves. A missing name
+    /// fails the upstream with `OverlayNotFound`. Skipped when empty; no
+    /// default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 32),
+        inner(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))
+    )]
+    pub overlays: Vec<String>,
+
+    /// How tool names and descriptions are derived. Nullable, skipped when
+    /// `None`: absent means the compiler's defaults (separator `__`, names
+    /// up to 64 characters, conflicts are errors). Inside the block, omitted
+    /// fields get the defaults shown in the schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub naming: Option<catalog::NamingOptions>,
+
+    /// Which operations become tools, plus extra parameters and the raw
+    /// request tool. Nullable, skipped when `None`: absent means every
+    /// operation is a tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<catalog::ToolOptions>,
+
+    /// Shape of the tools' input schemas. Nullable, skipped when `None`:
+    /// absent means `bodyMode: auto`, `additionalProperties: false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<catalog::SchemaOptions>,
+
+    /// Request and response validation at the gateway. Nullable, skipped
+    /// when `None`: absent means every field below at its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<ValidationSpec>,
+
+    /// Credentials the gateway sends upstream. Nullable, skipped when `None`:
+    /// absent means no credentials (`type: none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+
+    /// HTTP client settings for tool calls. Nullable, skipped when `None`:
+    /// absent means every field below at its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpSpec>,
+}
+
+impl McpUpstreamSpec {
+    /// The compiler settings of this spec, with compiler defaults for absent
+    /// blocks.
+    pub fn compile_options(&self) -> catalog::CompileOptions {
+        catalog::CompileOptions {
+            naming: self.naming.clone().unwrap_or_default(),
+            tools: self.tools.clone().unwrap_or_default(),
+            schema: self.schema.clone().unwrap_or_default(),
+            allow_external_refs: false,
+        }
+    }
+}
+
+/// A Service in the upstream's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceRef {
+    /// Name of the Service. Required.
+    #[schemars(length(min = 1, max = 63), pattern("^[a-z]([-a-z0-9]*[a-z0-9])?$"))]
+    pub name: String,
+    /// Service port number. Required.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+    /// Non-nullable with default `http`.
+    #[serde(default)]
+    pub scheme: Scheme,
+    /// Path prefix prepended to the document's paths, e.g. `/api/v2`.
+    /// Nullable, skipped when `None`: absent means `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024), pattern("^/"))]
+    pub path: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Scheme {
+    #[default]
+    Http,
+    Https,
+}
+
+/// Where the OpenAPI document comes from: exactly one of `inline`,
+/// `configMapRef` and `url`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[x_kube(validation = (
+    "(has(self.inline) ? 1 : 0) + (has(self.configMapRef) ? 1 : 0) + (has(self.url) ? 1 : 0) == 1",
+    "exactly one of spec.openapi.inline, spec.openapi.configMapRef or spec.openapi.url must be set"
+))]
+#[x_kube(validation = (
+    "has(self.url) || !has(self.refreshInterval)",
+    "spec.openapi.refreshInterval is only valid with spec.openapi.url"
+))]
+#[x_kube(validation = (
+    "has(self.url) || !has(self.headersFrom)",
+    "spec.openapi.headersFrom is only valid with spec.openapi.url"
+))]
+#[serde(rename_all = "camelCase")]
+pub struct OpenApiSource {
+    /// The document itself, YAML or JSON. Nullable, skipped when `None`.
+    /// Mind the 1.5 MiB object size limit: large documents belong in a
+    /// ConfigMap (`binaryData` may hold it gzipped) or behind a URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<String>,
+
+    /// A ConfigMap key in this namespace holding the document. The upstream
+    /// recompiles when the ConfigMap changes. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<ConfigMapKeyRef>,
+
+    /// An http(s) URL the operator fetches the document from. Refetched
+    /// every `refreshInterval` with a conditional GET (`If-None-Match` with
+    /// the last `ETag`, else `If-Modified-Since`), so an unchanged document
+    /// costs one 304. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048), pattern(HTTP_URL_PATTERN))]
+    pub url: Option<String>,
+
+    /// How often `url` is refetched, e.g. `5m`, `1h30m` (units `ms`, `s`,
+    /// `m`, `h`). Only with `url`. Nullable, skipped when `None`: absent
+    /// means 10m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
+    pub refresh_interval: Option<String>,
+
+    /// A Secret in this namespace whose entries are sent as request headers
+    /// when fetching `url` (key = header name, value = header value), e.g.
+    /// `Authorization`. Only with `url`. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_from: Option<SecretRef>,
+}
+
+/// Request and response validation at the gateway.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(validation = (
+    "!has(self.successStatus) || !has(self.errorStatus) || self.successStatus.all(s, !(s in self.errorStatus))",
+    "spec.validation.successStatus and spec.validation.errorStatus must not share a status code"
+))]
+#[serde(rename_all = "camelCase")]
+pub struct ValidationSpec {
+    /// Check tool arguments against the input schema before calling; a
+    /// failing call never reaches the upstream and the model is told which
+    /// fields are wrong. Non-nullable with default `true`.
+    #[serde(default = "default_true")]
+    pub request: bool,
+
+    /// Check response bodies against the operation's response schema.
+    /// Non-nullable with default `false`.
+    #[serde(default)]
+    pub response: bool,
+
+    /// What a response failing its schema does when `response` is on.
+    /// Non-nullable with default `warn`.
+    #[serde(default)]
+    pub response_failure: ResponseFailure,
+
+    /// Status codes that count as success (a normal tool result) in
+    /// addition to 2xx, e.g. `[404]` for an API that answers "not found"
+    /// for empty searches. Skipped when empty; no default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(range(min = 100, max = 599)))]
+    pub success_status: Vec<u16>,
+
+    /// Status codes that count as tool errors (`isError: true`) even though
+    /// they are 2xx, e.g. `[202]` for an API that only accepts work. Skipped
+    /// when empty; no default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(range(min = 100, max = 599)))]
+    pub error_status: Vec<u16>,
+}
+
+impl Default for ValidationSpec {
+    fn default() -> Self {
+        ValidationSpec {
+            request: true,
+            response: false,
+            response_failure: ResponseFailure::Warn,
+            success_status: Vec::new(),
+            error_status: Vec::new(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseFailure {
+    /// Return the response and log a warning.
+    #[default]
+    Warn,
+    /// Return a tool error naming the failing fields.
+    Fail,
+}
+
+/// Credentials the gateway sends upstream. Values live in a Secret of this
+/// namespace; the published catalog only ever holds references.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[x_kube(validation = (
+    "self.type == 'none' || has(self.secretRef)",
+    "spec.auth.secretRef is required unless spec.auth.type is none"
+))]
+#[x_kube(validation = (
+    "self.type != 'none' || !has(self.secretRef)",
+    "spec.auth.secretRef must not be set when spec.auth.type is none"
+))]
+#[x_kube(validation = (
+    "self.type != 'apiKey' || has(self.header) != has(self.query)",
+    "spec.auth.type apiKey needs exactly one of spec.auth.header or spec.auth.query"
+))]
+#[x_kube(validation = (
+    "self.type == 'apiKey' || (!has(self.header) && !has(self.query))",
+    "spec.auth.header and spec.auth.query are only valid with spec.auth.type apiKey"
+))]
+#[x_kube(validation = (
+    "self.type != 'oauth2ClientCredentials' || has(self.tokenUrl)",
+    "spec.auth.tokenUrl is required when spec.auth.type is oauth2ClientCredentials"
+))]
+#[x_kube(validation = (
+    "self.type == 'oauth2ClientCredentials' || (!has(self.tokenUrl) && (!has(self.scopes) || size(self.scopes) == 0))",
+    "spec.auth.tokenUrl and spec.auth.scopes are only valid with spec.auth.type oauth2ClientCredentials"
+))]
+#[serde(rename_all = "camelCase")]
+pub struct AuthSpec {
+    /// Required.
+    #[serde(rename = "type")]
+    pub type_: AuthType,
+
+    /// The Secret holding the credentials. Required unless `type` is
+    /// `none`. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<AuthSecretRef>,
+
+    /// `apiKey`: the header carrying the key, e.g. `X-API-Key`. Exactly one
+    /// of `header` and `query` with `apiKey`. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), pattern(HEADER_NAME_PATTERN))]
+    pub header: Option<String>,
+
+    /// `apiKey`: the query parameter carrying the key, e.g. `api_key`.
+    /// Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub query: Option<String>,
+
+    /// `oauth2ClientCredentials`: the token endpoint. Required with that
+    /// type. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2048), pattern(HTTP_URL_PATTERN))]
+    pub token_url: Option<String>,
+
+    /// `oauth2ClientCredentials`: scopes to request. Skipped when empty; no
+    /// default.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub scopes: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum AuthType {
+    /// No credentials.
+    #[default]
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer,
+    /// A key in a header or query parameter.
+    ApiKey,
+    /// `Authorization: Basic` from a username and password.
+    Basic,
+    /// OAuth 2.0 client credentials grant; the gateway fetches and caches
+    /// the token.
+    Oauth2ClientCredentials,
+}
+
+/// A Secret in the upstream's namespace and the keys to read from it. Each
+/// key field is nullable, skipped when `None`; absent means the default
+/// named on the field.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthSecretRef {
+    /// Name of the Secret. Required.
+    #[schemars(length(min = 1, max = 253), pattern(OBJECT_NAME_PATTERN))]
+    pub name: String,
+    /// `bearer`: key of the token (default `token`). `apiKey`: key of the
+    /// API key (default `apiKey`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
+    pub key: Option<String>,
+    /// `basic`: key of the username (default `username`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
+    pub username_key: Option<String>,
+    /// `basic`: key of the password (default `password`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
+    pub password_key: Option<String>,
+    /// `oauth2ClientCredentials`: key of the client id (default `clientId`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
+    pub client_id_key: Option<String>,
+    /// `oauth2ClientCredentials`: key of the client secret (default
+    /// `clientSecret`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
+    pub client_secret_key: Option<String>,
+}
+
+impl AuthSecretRef {
+    /// The Secret keys to read for `auth_type`, defaults applied, in a fixed
+    /// order (`bearer`: token; `apiKey`: key; `basic`: username, password;
+    /// `oauth2ClientCredentials`: client id, client secret; `none`: none).
+    pub fn keys(&self, auth_type: AuthType) -> Vec<&str> {
+        fn or<'a>(v: &'a Option<String>, default: &'static str) -> &'a str {
+            v.as_deref().unwrap_or(default)
+        }
+        match auth_type {
+            AuthType::None => vec![],
+            AuthType::Bearer => vec![or(&self.key, "token")],
+            AuthType::ApiKey => vec![or(&self.key, "apiKey")],
+            AuthType::Basic => vec![
+                or(&self.username_key, "username"),
+                or(&self.password_key, "password"),
+            ],
+            AuthType::Oauth2ClientCredentials => {
+                vec![
+                    or(&self.client_id_key, "clientId"),
+                    or(&self.client_secret_key, "clientSecret"),
+                ]
+            }
+        }
+    }
+}
+
+/// HTTP client settings for tool calls.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpSpec {
+    /// Per-call timeout, e.g. `30s`, `1m` (units `ms`, `s`, `m`, `h`).
+    /// Nullable, skipped when `None`: absent means 30s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(DURATION_PATTERN))]
+    pub timeout: Option<String>,
+
+    /// Responses larger than this fail the call instead of reaching the
+    /// model. Nullable, skipped when `None`: absent means
+    /// 10 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_response_bytes: Option<u64>,
+
+    /// Headers added to every call. Plain values: credentials belong in
+    /// `auth`. Skipped when empty; no default.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// What the operator last observed and did. Rebuilt on every reconcile and
+/// written with server-side apply, never edited in place.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpUpstreamStatus {
+    /// The `metadata.generation` this status describes. Nullable, skipped
+    /// when `None` (not reconciled yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Ready` plus one condition per stage (`SpecResolved`,
+    /// `OverlaysApplied`, `Compiled`, `PrefixAccepted`, `Published`); the
+    /// reason of a failing one names the failure (`SpecNotFound`,
+    /// `PrefixConflict`, ...) and its message the field, JSON pointer or
+    /// resource at fault. Skipped when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+
+    /// Tools currently published for this upstream. When the latest spec
+    /// fails, this still counts the last good catalog, which keeps serving.
+    /// Nullable, skipped when `None` (nothing published yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_count: Option<u32>,
+
+    /// The compiler's warnings (unmatched overlay targets, cut circular
+    /// references, ...), at most 20. Skipped when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_STATUS_WARNINGS))]
+    pub warnings: Vec<String>,
+
+    /// Total number of warnings, including those cut from `warnings`.
+    /// Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning_count: Option<u32>,
+
+    /// Operations that did not become tools, at most
+    /// 50. Skipped when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_STATUS_REJECTED))]
+    pub rejected_operations: Vec<RejectedOperation>,
+
+    /// Total number of rejected operations, including those cut from
+    /// `rejectedOperations`. Nullable, skipped when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_count: Option<u32>,
+
+    /// Hash of the published catalog of this upstream (the catalog's own
+    /// `hash`). Unchanged hash, unchanged tools. Nullable, skipped when
+    /// `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_hash: Option<String>,
+
+    /// Gateway replicas that report serving `catalogHash`. Nullable, skipped
+    /// when `None` (not reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub served_replicas: Option<i32>,
+}
+
+impl McpUpstreamStatus {
+    /// Fills the catalog-derived fields (`toolCount`, `warnings`,
+    /// `warningCount`, `rejectedOperations`, `rejectedCount`, `catalogHash`)
+    /// from a published catalog, cutting the lists to the schema's
+    /// `maxItems` so the status write is never refused for its size.
+    pub fn record_catalog(&mut self, catalog: &catalog::UpstreamCatalog) {
+        self.tool_count = Some(saturating_u32(catalog.tools.len()));
+        self.warnings = catalog
+            .warnings
+            .iter()
+            .take(MAX_STATUS_WARNINGS)
+            .map(|w| match &w.pointer {
+                Some(p) => format!("{}: {} (at {p})", w.code, w.message),
+                None => format!("{}: {}", w.code, w.message),
+            })
+            .collect();
+        self.warning_count = Some(saturating_u32(catalog.warnings.len()));
+        self.rejected_operations = catalog
+            .rejected
+            .iter()
+            .take(MAX_STATUS_REJECTED)
+            .map(RejectedOperation::from)
+            .collect();
+        self.rejected_count = Some(saturating_u32(catalog.rejected.len()));
+        self.catalog_hash = Some(catalog.hash.clone());
+    }
+}
+
+fn saturating_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// An operation of the document that is not a tool.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RejectedOperation {
+    /// Upper-case HTTP method, e.g. `DELETE`.
+    pub method: String,
+    /// Path template as in the document, e.g. `/pets/{petId}`.
+    pub path: String,
+    /// A `catalog::RejectReason` name, e.g. `ReadOnlyMode`.
+    pub reason: String,
+    /// Details, e.g. which parameter is malformed. Nullable, skipped when
+    /// `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl From<&catalog::Rejected> for RejectedOperation {
+    fn from(r: &catalog::Rejected) -> Self {
+        RejectedOperation {
+            method: r.method.to_ascii_uppercase(),
+            path: r.path.clone(),
+            reason: r.reason.as_str().to_string(),
+            message: (!r.message.is_empty()).then(|| r.message.clone()),
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The examples in deploy/examples are valid typed resources, pass the CRD's
+//! rules, carry exact copies of the demo documents they wrap, and compile to
+//! the tools the README promises.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use crds::{McpOverlay, McpUpstream};
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde::Deserialize;
+use serde_json::Value;
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/examples")
+}
+
+fn read(name: &str) -> String {
+    let path = examples().join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every document of a multi-document YAML file, as JSON.
+fn documents(name: &str) -> Vec<Value> {
+    let text = read(name);
+    yaml_serde::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{name}: {e}")))
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind}"))
+}
+
+fn upstream_example() -> (ConfigMap, McpUpstream) {
+    let docs = documents("petstore-upstream.yaml");
+    assert_eq!(docs.len(), 2, "a ConfigMap and an McpUpstream");
+    let cm: ConfigMap = serde_json::from_value(find(&docs, "ConfigMap").clone()).unwrap();
+    let up: McpUpstream = serde_json::from_value(find(&docs, "McpUpstream").clone()).unwrap();
+    (cm, up)
+}
+
+fn overlay_example() -> McpOverlay {
+    let docs = documents("petstore-mcpoverlay.yaml");
+    assert_eq!(docs.len(), 1);
+    serde_json::from_value(docs[0].clone()).unwrap()
+}
+
+#[test]
+fn petstore_examples_deserialize_as_typed_resources() {
+    let (cm, up) = upstream_example();
+    let reference = up
+        .spec
+        .openapi
+        .config_map_ref
+        .as_ref()
+        .expect("the upstream reads a ConfigMap");
+    assert_eq!(cm.metadata.name.as_deref(), Some(reference.name.as_str()));
+    assert_eq!(
+        cm.metadata.namespace, up.metadata.namespace,
+        "references are same-namespace"
+    );
+    assert!(cm.data.as_ref().unwrap().contains_key(&reference.key));
+    assert_eq!(up.spec.tool_prefix, "pets");
+
+    let ov = overlay_example();
+    assert_eq!(
+        ov.spec.upstream_ref.as_ref().map(|r| r.name.as_str()),
+        up.metadata.name.as_deref()
+    );
+    assert_eq!(ov.metadata.namespace, up.metadata.namespace);
+}
+
+#[test]
+fn examples_pass_the_crd_rules() {
+    for doc in documents("petstore-upstream.yaml")
+        .iter()
+        .chain(&documents("petstore-mcpoverlay.yaml"))
+    {
+        if doc["apiVersion"] == "toolgate.dev/v1alpha1" {
+            support::validate(doc).unwrap_or_else(|e| panic!("{}: {e:#?}", doc["kind"]));
+        }
+    }
+}
+
+#[test]
+fn examples_embed_the_demo_documents_unchanged() {
+    let (cm, up) = upstream_example();
+    let key = &up.spec.openapi.config_map_ref.as_ref().unwrap().key;
+    assert_eq!(
+        cm.data.unwrap()[key],
+        read("petstore.yaml"),
+        "ConfigMap differs from petstore.yaml"
+    );
+    assert_eq!(
+        overlay_example().spec.inline.unwrap(),
+        read("petstore-overlay.yaml"),
+        "McpOverlay differs from petstore-overlay.yaml"
+    );
+}
+
+#[test]
+fn petstore_example_compiles_with_its_overlay() {
+    let (cm, up) = upstream_example();
+    let key = &up.spec.openapi.config_map_ref.as_ref().unwrap().key;
+    let spec = cm.data.unwrap().remove(key).unwrap();
+    let ov = overlay_example();
+    let overlay = catalog::Overlay::parse(
+        "petstore-agent-friendly",
+        ov.spec.inline.unwrap().as_bytes(),
+        ov.spec.strict,
+    )
+    .unwrap();
+    let options = up.spec.compile_options();
+    let compiled = catalog::compile_upstream(&catalog::UpstreamSource {
+        prefix: &up.spec.tool_prefix,
+        document: "ConfigMap default/petstore-openapi",
+        spec: spec.as_bytes(),
+        overlays: &[overlay],
+        options: &options,
+    })
+    .unwrap();
+    let names: Vec<&str> = compiled.tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains(&"pets__find_pets"), "{names:?}");
+    assert!(
+        compiled
+            .rejected
+            .iter()
+            .any(|r| r.method.eq_ignore_ascii_case("delete")),
+        "delete is hidden"
+    );
+}

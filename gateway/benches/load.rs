@@ -1,0 +1,449 @@
+//! Load and memory benchmark of `toolgate serve` (a plain binary, not a
+//! timed test: it prints numbers and never fails on them).
+//!
+//! ```text
+//! cargo bench -p gateway --bench load                 # both parts
+//! cargo bench -p gateway --bench load -- --load       # throughput/latency only
+//! cargo bench -p gateway --bench load -- --memory     # RSS with the corpus only
+//! ```
+//!
+//! **Load.** A small upstream (axum, `GET /pets/{id}` → a 3-field JSON
+//! object) runs in this process; the real `toolgate` binary runs as a
+//! subprocess serving a catalog compiled from a tiny OpenAPI document for
+//! it. For 1 and 32 concurrent clients, each for a fixed duration, it
+//! measures tools/call through the gateway (one rmcp Streamable HTTP client
+//! per worker, each its own session) and the same request sent directly
+//! with reqwest (one client per worker, so both sides use one connection
+//! per worker). Everything shares one machine; the ratios, not the
+//! absolute numbers, are the result.
+//!
+//! **Memory.** Every document of the corpus (`TOOLGATE_SPECS`, else
+//! `../shared/specs`) is compiled with its own prefix into one catalog
+//! file; `toolgate serve --catalog FILE` loads it, and once `/readyz` says
+//! ready the gateway's VmRSS is read from `/proc/PID/status` (again after a
+//! full `tools/list`, which builds every tool's MCP view).
+//!
+//! Env: `BENCH_SECONDS` (default 5) per measurement.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
+const TOOL: &str = "pets__get_pet";
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let only_load = args.iter().any(|a| a == "--load");
+    let only_mem = args.iter().any(|a| a == "--memory");
+    gateway::upstream::install_crypto_provider();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let tmp = std::env::temp_dir().join(format!("toolgate-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temp dir");
+    if !only_mem {
+        rt.block_on(load(&tmp));
+    }
+    if !only_load {
+        rt.block_on(memory(&tmp));
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+// ---------------------------------------------------------------- load
+
+async fn upstream() -> SocketAddr {
+    use axum::extract::Path;
+    use axum::routing::get;
+    async fn pet(Path(id): Path<u64>) -> axum::Json<Value> {
+        axum::Json(json!({"id": id, "name": "rex", "tag": "dog"}))
+    }
+    let app = axum::Router::new().route("/pets/{id}", get(pet));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind upstream");
+    let addr = listener.local_addr().expect("upstream addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+fn pets_spec(base: &str) -> Value {
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "pets", "version": "1"},
+        "servers": [{"url": base}],
+        "paths": {"/pets/{id}": {"get": {
+            "operationId": "get_pet",
+            "summary": "One pet",
+            "parameters": [{"name": "id", "in": "path", "required": true,
+                            "schema": {"type": "integer", "minimum": 1}}],
+            "responses": {"200": {"description": "the pet", "content": {"application/json": {
+                "schema": {"type": "object", "required": ["id", "name"], "properties": {
+                    "id": {"type": "integer"}, "name": {"type": "string"}, "tag": {"type": "string"}}}}}}}
+        }}}
+    })
+}
+
+fn compile(prefix: &str, document: &str, spec: &[u8]) -> Result<catalog::UpstreamCatalog, String> {
+    catalog::compile_upstream(&catalog::UpstreamSource {
+        prefix,
+        document,
+        spec,
+        overlays: &[],
+        options: &catalog::CompileOptions::default(),
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// A running `toolgate serve`, killed on drop.
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+async fn start_gateway(catalog: &Path, config: Option<&Path>) -> Gateway {
+    let port = free_port();
+    let mut cmd = Command::new(TOOLGATE);
+    cmd.args([
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--catalog",
+    ])
+    .arg(catalog)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    if let Some(c) = config {
+        cmd.arg("--config").arg(c);
+    }
+    let child = cmd.spawn().expect("spawn toolgate serve");
+    let gw = Gateway {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Ok(r) = http.get(format!("{}/readyz", gw.url)).send().await {
+            if r.status().is_success() {
+                return gw;
+            }
+        }
+        assert!(Instant::now() < deadline, "toolgate never became ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+async fn connect(url: &str) -> Client {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")),
+    );
+    ClientConfig::default()
+        .serve(transport)
+        .await
+        .expect("MCP client connects")
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Direct,
+    Gateway,
+}
+
+struct Stats {
+    calls: usize,
+    errors: usize,
+    rate: f64,
+    p50: Duration,
+    p99: Duration,
+}
+
+/// One worker's loop until `end`; returns latencies (µs) and error count.
+async fn worker(
+    mode: Mode,
+    base: Arc<str>,
+    gw: Arc<str>,
+    seed: u64,
+    end: Instant,
+) -> (Vec<u32>, usize) {
+    let mut lat = Vec::with_capacity(100_000);
+    let mut errors = 0;
+    let http = reqwest::Client::new();
+    let mcp = match mode {
+        Mode::Gateway => Some(connect(&gw).await),
+        Mode::Direct => None,
+    };
+    let mut i = seed * 1_000_000;
+    while Instant::now() < end {
+        i += 1;
+        let id = i % 1000 + 1;
+        let t = Instant::now();
+        let ok = match &mcp {
+            None => match http.get(format!("{base}/pets/{id}")).send().await {
+                Ok(r) if r.status().is_success() => r.json::<Value>().await.is_ok(),
+                _ => false,
+            },
+            Some(c) => {
+                let mut p = CallToolRequestParams::new(TOOL);
+                p.arguments = json!({"id": id}).as_object().cloned();
+                matches!(c.call_tool(p).await, Ok(r) if r.is_error != Some(true))
+            }
+        };
+        let us = t.elapsed().as_micros().min(u32::MAX as u128) as u32;
+        if ok {
+            lat.push(us);
+        } else {
+            errors += 1;
+        }
+    }
+    if let Some(c) = mcp {
+        let _ = c.cancel().await;
+    }
+    (lat, errors)
+}
+
+async fn measure(mode: Mode, clients: usize, base: &str, gw: &str, secs: f64) -> Stats {
+    let base: Arc<str> = Arc::from(base);
+    let gw: Arc<str> = Arc::from(gw);
+    // Warm-up: connections, sessions, the tool's validators.
+    let warm = Instant::now() + Duration::from_millis(500);
+    let tasks: Vec<_> = (0..clients)
+        .map(|s| tokio::spawn(worker(mode, base.clone(), gw.clone(), s as u64, warm)))
+        .collect();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let tasks: Vec<_> = (0..clients)
+        .map(|s| tokio::spawn(worker(mode, base.clone(), gw.clone(), s as u64, end)))
+        .collect();
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await.expect("worker");
+        all.extend(l);
+        errors += e;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    all.sort_unstable();
+    let pct = |p: f64| {
+        all.get(((all.len() as f64 * p) as usize).min(all.len().saturating_sub(1)))
+            .map(|&us| Duration::from_micros(us as u64))
+            .unwrap_or_default()
+    };
+    Stats {
+        calls: all.len(),
+        errors,
+        rate: all.len() as f64 / elapsed,
+        p50: pct(0.50),
+        p99: pct(0.99),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+async fn load(tmp: &Path) {
+    let secs: f64 = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0);
+    let up = upstream().await;
+    let base = format!("http://{up}");
+    let spec = serde_json::to_vec(&pets_spec(&base)).expect("spec");
+    let upstream = compile("pets", "pets.json", &spec).expect("pets spec compiles");
+    let cat = catalog::Catalog::new(vec![upstream]);
+    let file = tmp.join("pets-catalog.json");
+    std::fs::write(&file, serde_json::to_vec(&cat).expect("catalog json")).expect("write");
+    let gw = start_gateway(&file, None).await;
+
+    // One call through each path first: a broken setup must not be
+    // reported as a fast benchmark.
+    let c = connect(&gw.url).await;
+    let mut p = CallToolRequestParams::new(TOOL);
+    p.arguments = json!({"id": 7}).as_object().cloned();
+    let r = c.call_tool(p).await.expect("tools/call answers");
+    assert_ne!(r.is_error, Some(true), "tools/call failed: {r:?}");
+    let _ = c.cancel().await;
+
+    println!(
+        "\n## tools/call load ({secs} s per row, upstream GET /pets/{{id}}, {} cores)\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("| path    | clients | calls  | errors | calls/s  | p50 ms | p99 ms |");
+    println!("|---------|---------|--------|--------|----------|--------|--------|");
+    let mut results = Vec::new();
+    for clients in [1usize, 32] {
+        for mode in [Mode::Direct, Mode::Gateway] {
+            let s = measure(mode, clients, &base, &gw.url, secs).await;
+            println!(
+                "| {:<7} | {:>7} | {:>6} | {:>6} | {:>8.0} | {:>6.3} | {:>6.3} |",
+                if mode == Mode::Direct {
+                    "direct"
+                } else {
+                    "gateway"
+                },
+                clients,
+                s.calls,
+                s.errors,
+                s.rate,
+                ms(s.p50),
+                ms(s.p99)
+            );
+            results.push((clients, mode, s));
+        }
+    }
+    let get = |c: usize, m: Mode| {
+        results
+            .iter()
+            .find(|(cc, mm, _)| *cc == c && *mm == m)
+            .map(|(_, _, s)| s)
+            .expect("measured")
+    };
+    println!();
+    for c in [1, 32] {
+        let (d, g) = (get(c, Mode::Direct), get(c, Mode::Gateway));
+        println!(
+            "gateway/direct rate at {c:>2} client(s): {:.2}x  (goal >= 0.5x)",
+            g.rate / d.rate
+        );
+    }
+    let (d, g) = (get(1, Mode::Direct), get(1, Mode::Gateway));
+    println!(
+        "p50 added latency at 1 client: {:.3} ms  (goal <= 0.2 ms)",
+        ms(g.p50) - ms(d.p50)
+    );
+}
+
+// -------------------------------------------------------------- memory
+
+fn corpus_dir() -> PathBuf {
+    match std::env::var("TOOLGATE_SPECS") {
+        Ok(d) => PathBuf::from(d),
+        Err(_) => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs")),
+    }
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+async fn memory(tmp: &Path) {
+    let dir = corpus_dir();
+    let mut paths: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                matches!(
+                    p.extension().and_then(|e| e.to_str()),
+                    Some("json" | "yaml" | "yml")
+                )
+            })
+            .collect(),
+        Err(e) => {
+            println!(
+                "\nmemory: corpus {} unreadable ({e}); skipped",
+                dir.display()
+            );
+            return;
+        }
+    };
+    paths.sort();
+    let mut upstreams = Vec::new();
+    let mut config = String::from("upstreams:\n");
+    let mut skipped = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let prefix = format!("c{i}");
+        let Ok(bytes) = std::fs::read(path) else {
+            continue;
+        };
+        match compile(&prefix, &path.display().to_string(), &bytes) {
+            Ok(u) => {
+                config.push_str(&format!(
+                    "  {prefix}:\n    baseUrl: http://127.0.0.1:9/api\n"
+                ));
+                upstreams.push(u);
+            }
+            Err(e) => skipped.push(format!("{}: {e}", path.display())),
+        }
+    }
+    let cat = catalog::Catalog::new(upstreams);
+    let tools = cat.tool_count();
+    let docs = cat.upstreams.len();
+    let file = tmp.join("corpus-catalog.json");
+    let bytes = serde_json::to_vec(&cat).expect("catalog json");
+    std::fs::write(&file, &bytes).expect("write catalog");
+    drop(cat);
+    let cfg = tmp.join("corpus-gateway.yaml");
+    std::fs::write(&cfg, config).expect("write config");
+
+    let started = Instant::now();
+    let gw = start_gateway(&file, Some(&cfg)).await;
+    let ready_after = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pid = gw.child.id();
+    let rss_ready = status_kib(pid, "VmRSS:");
+    let hwm_ready = status_kib(pid, "VmHWM:");
+
+    // A full listing: every tool's MCP view is built (and not kept).
+    let c = connect(&gw.url).await;
+    let listed = c.list_all_tools().await.map(|t| t.len()).unwrap_or(0);
+    let _ = c.cancel().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss_listed = status_kib(pid, "VmRSS:");
+
+    println!(
+        "\n## gateway memory: {tools} tools from {docs} corpus documents (catalog file {:.1} MiB)\n",
+        bytes.len() as f64 / (1024.0 * 1024.0)
+    );
+    println!("ready after {:.2} s", ready_after.as_secs_f64());
+    println!(
+        "VmRSS when ready: {:.1} MiB  (goal <= 60 MiB; peak VmHWM during load {:.1} MiB)",
+        mib(rss_ready),
+        mib(hwm_ready)
+    );
+    println!(
+        "VmRSS after a full tools/list ({listed} tools): {:.1} MiB",
+        mib(rss_listed)
+    );
+    if !skipped.is_empty() {
+        println!("not compiled: {skipped:#?}");
+    }
+}

@@ -1,0 +1,297 @@
+//! HTTP routing: Kubernetes REST paths and query parameters to store
+//! operations, and results to JSON responses.
+//!
+//! Faithful: `/api/v1[/namespaces/{ns}]/{plural}[/{name}[/status]]` and
+//! `/apis/{group}/{version}/...`; cluster-wide lists and watches of
+//! namespaced kinds; `watch=1|true`, `labelSelector`, `fieldSelector`,
+//! `limit`, `continue`, `resourceVersion`, `allowWatchBookmarks`,
+//! `sendInitialEvents`, `timeoutSeconds`, `fieldManager`, `force`,
+//! `dryRun=All`, `includeObject`; patch content types (strategic merge patch
+//! is refused for custom resources with 415, as the real server does);
+//! create answers 201, delete 202 while finalizers hold the object; Table
+//! responses when the Accept header asks `as=Table`; JSON everywhere
+//! (protobuf is never offered, so clients use JSON).
+//! Simplified: no authentication or authorization; `/openapi/*` is 404
+//! (kubectl falls back to not validating client-side); the legacy
+//! `/api/v1/watch/...` paths are not served.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State as AxState;
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::{json, Value};
+
+use super::discovery::version_doc;
+use super::selector::{FieldSelector, LabelSelector};
+use super::status::ApiError;
+use super::store::present;
+use super::table::table;
+use super::watch::{self, WatchRequest};
+use super::write::{PatchBody, WriteCtx};
+use super::{RequestKey, State};
+
+pub(crate) fn router(state: Arc<State>) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+fn json_response(code: u16, v: &Value) -> Response {
+    let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+}
+
+fn error_response(e: &ApiError) -> Response {
+    json_response(e.code, &e.to_status())
+}
+
+async fn handle(AxState(state): AxState<Arc<State>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    match dispatch(&state, &method, &uri, &headers, &body) {
+        Ok(r) => r,
+        Err(e) => error_response(&e),
+    }
+}
+
+/// A parsed resource path.
+struct Target<'a> {
+    group: &'a str,
+    version: &'a str,
+    namespace: Option<&'a str>,
+    plural: &'a str,
+    name: Option<&'a str>,
+    sub: Option<&'a str>,
+}
+
+fn parse_resource<'a>(group: &'a str, version: &'a str, rest: &[&'a str]) -> Option<Target<'a>> {
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if *plural != "status" && *plural != "finalize" => (Some(*ns), {
+            let mut v = vec![*plural];
+            v.extend_from_slice(tail);
+            v
+        }),
+        _ => (None, rest.to_vec()),
+    };
+    let (plural, name, sub) = match rest.as_slice() {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(*n), None),
+        [p, n, s] => (*p, Some(*n), Some(*s)),
+        _ => return None,
+    };
+    Some(Target { group, version, namespace, plural, name, sub })
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+    headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+}
+
+fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Result<Response, ApiError> {
+    let path = uri.path();
+    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let discovery = |v: Option<Value>| v.map(|d| json_response(200, &d)).ok_or_else(|| ApiError::no_route(path));
+    if *method == Method::GET {
+        match segs.as_slice() {
+            ["version"] => return Ok(json_response(200, &version_doc())),
+            ["healthz"] | ["readyz"] | ["livez"] => return Ok((StatusCode::OK, "ok").into_response()),
+            ["api"] => return discovery(Some(state.lock().registry.api_versions(state.addr()))),
+            ["api", v] => return discovery(state.lock().registry.resource_list("", v)),
+            ["apis"] => return discovery(Some(state.lock().registry.api_group_list())),
+            ["apis", g] => return discovery(state.lock().registry.api_group(g)),
+            ["apis", g, v] => return discovery(state.lock().registry.resource_list(g, v)),
+            _ => {}
+        }
+    }
+    let target = match segs.as_slice() {
+        ["api", v, rest @ ..] => parse_resource("", v, rest),
+        ["apis", g, v, rest @ ..] => parse_resource(g, v, rest),
+        _ => None,
+    }
+    .ok_or_else(|| ApiError::no_route(path))?;
+    let query: HashMap<String, String> = serde_urlencoded::from_str::<Vec<(String, String)>>(uri.query().unwrap_or_default())
+        .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?
+        .into_iter()
+        .collect();
+    let q = |k: &str| query.get(k).map(String::as_str).unwrap_or_default();
+    let flag = |k: &str| matches!(q(k), "1" | "true" | "True");
+    let watching = *method == Method::GET && target.name.is_none() && flag("watch");
+    let verb = match (method.as_str(), target.name.is_some()) {
+        ("GET", true) => "get",
+        ("GET", false) if watching => "watch",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({method} {path})"))),
+    };
+    let user_agent = header_str(headers, header::USER_AGENT);
+    let manager = match q("fieldManager") {
+        "" => user_agent.split('/').next().unwrap_or_default().to_string(),
+        m => m.to_string(),
+    };
+    state.count(RequestKey {
+        verb: verb.into(),
+        group: target.group.into(),
+        resource: target.plural.into(),
+        subresource: target.sub.unwrap_or_default().into(),
+        namespace: target.namespace.unwrap_or_default().into(),
+        field_manager: if matches!(verb, "create" | "update" | "patch") { manager.clone() } else { String::new() },
+        user_agent: user_agent.into(),
+    });
+
+    let rt = state
+        .lock()
+        .registry
+        .find(target.group, target.version, target.plural)
+        .ok_or_else(|| ApiError::no_route(path))?;
+    let collection_only = matches!(verb, "list" | "watch");
+    if (!rt.namespaced && target.namespace.is_some()) || (rt.namespaced && target.namespace.is_none() && !collection_only) {
+        return Err(ApiError::no_route(path));
+    }
+    let status_sub = match target.sub {
+        None => false,
+        Some("status") if rt.status => true,
+        Some(_) => return Err(ApiError::no_route(path)),
+    };
+    let ns = target.namespace.unwrap_or_default();
+    let version = target.version;
+    let labels = LabelSelector::parse(q("labelSelector"))?;
+    let fields = FieldSelector::parse(q("fieldSelector"))?;
+    let accept = header_str(headers, header::ACCEPT);
+    let as_table = accept.contains("as=Table");
+    let include = match q("includeObject") {
+        "" => "Metadata",
+        other => other,
+    };
+    let ctx = WriteCtx { manager: &manager, version, dry_run: q("dryRun") == "All" };
+    let read_body = || -> Result<Value, ApiError> {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
+    };
+
+    match verb {
+        "get" => {
+            let name = target.name.unwrap_or_default();
+            let obj = present(&state.lock().get(&rt, ns, name)?, &rt, version);
+            if as_table {
+                let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+                return Ok(json_response(200, &table(&rt, version, &[obj], &rv, include)));
+            }
+            Ok(json_response(200, &obj))
+        }
+        "list" => {
+            let limit = q("limit").parse::<usize>().ok();
+            let page = state.lock().list(&rt, target.namespace, &labels, &fields, limit, query.get("continue").map(String::as_str))?;
+            let items: Vec<Value> = page.items.iter().map(|o| present(o, &rt, version)).collect();
+            let rv = page.rv.to_string();
+            if as_table {
+                let mut t = table(&rt, version, &items, &rv, include);
+                if let Some(c) = &page.next {
+                    t["metadata"]["continue"] = json!(c);
+                }
+                return Ok(json_response(200, &t));
+            }
+            let mut meta = json!({"resourceVersion": rv});
+            if let Some(c) = page.next {
+                meta["continue"] = json!(c);
+                meta["remainingItemCount"] = json!(page.remaining);
+            }
+            Ok(json_response(200, &json!({
+                "kind": format!("{}List", rt.kind),
+                "apiVersion": rt.api_version(version),
+                "metadata": meta,
+                "items": items,
+            })))
+        }
+        "watch" => {
+            let resource_version = match q("resourceVersion") {
+                "" | "0" => None,
+                rv => Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?),
+            };
+            let req = WatchRequest {
+                rt: rt.clone(),
+                version: version.to_string(),
+                namespace: target.namespace.map(String::from),
+                labels,
+                fields,
+                resource_version,
+                bookmarks: flag("allowWatchBookmarks"),
+                send_initial: flag("sendInitialEvents"),
+                timeout: q("timeoutSeconds").parse::<u64>().ok().map(Duration::from_secs),
+            };
+            let body = watch::start(state.clone(), req);
+            Ok(Response::builder()
+                .status(200)
+                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CACHE_CONTROL, "no-cache, private")
+                .body(body)
+                .unwrap_or_else(|_| Body::empty().into_response()))
+        }
+        "create" => {
+            if target.sub.is_some() {
+                return Err(ApiError::method_not_allowed("create is not allowed on subresources"));
+            }
+            let obj = state.lock().create(&rt, ns, read_body()?, &ctx)?;
+            Ok(json_response(201, &present(&obj, &rt, version)))
+        }
+        "update" => {
+            let name = target.name.unwrap_or_default();
+            let obj = state.lock().update(&rt, ns, name, read_body()?, status_sub, &ctx)?;
+            Ok(json_response(200, &present(&obj, &rt, version)))
+        }
+        "patch" => {
+            let name = target.name.unwrap_or_default();
+            let content_type = header_str(headers, header::CONTENT_TYPE);
+            let media = content_type.split(';').next().unwrap_or_default().trim();
+            let patch_value = if media == "application/apply-patch+yaml" {
+                match serde_json::from_slice::<Value>(body) {
+                    Ok(v) => v,
+                    Err(_) => yaml_serde::from_slice::<Value>(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+                }
+            } else {
+                read_body()?
+            };
+            let force = flag("force");
+            let body = match media {
+                "application/merge-patch+json" => PatchBody::Merge(&patch_value),
+                "application/json-patch+json" => PatchBody::Json(&patch_value),
+                "application/strategic-merge-patch+json" if !rt.custom => PatchBody::Strategic(&patch_value),
+                "application/apply-patch+yaml" => {
+                    if q("fieldManager").is_empty() {
+                        return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requests must include the fieldManager query parameter"));
+                    }
+                    PatchBody::Apply { object: &patch_value, force }
+                }
+                other => return Err(ApiError::unsupported_media_type(other)),
+            };
+            let existed = state.lock().get_raw(&rt, ns, name).is_some();
+            let obj = state.lock().patch(&rt, ns, name, body, status_sub, &ctx)?;
+            Ok(json_response(if existed { 200 } else { 201 }, &present(&obj, &rt, version)))
+        }
+        "delete" => {
+            let name = target.name.unwrap_or_default();
+            let opts: Value = if body.is_empty() { json!({}) } else { read_body()? };
+            let (obj, gone) = state.lock().delete(&rt, ns, name, &opts["preconditions"], &ctx)?;
+            Ok(json_response(if gone { 200 } else { 202 }, &present(&obj, &rt, version)))
+        }
+        "deletecollection" => {
+            let mut store = state.lock();
+            let page = store.list(&rt, target.namespace, &labels, &fields, None, None)?;
+            let mut deleted = Vec::new();
+            for o in page.items {
+                let (ons, oname) = super::store::obj_key(&o);
+                let (obj, _) = store.delete(&rt, &ons, &oname, &Value::Null, &ctx)?;
+                deleted.push(present(&obj, &rt, version));
+            }
+            Ok(json_response(200, &json!({
+                "kind": format!("{}List", rt.kind),
+                "apiVersion": rt.api_version(version),
+                "metadata": {"resourceVersion": store.rv().to_string()},
+                "items": deleted,
+            })))
+        }
+        _ => Err(ApiError::no_route(path)),
+    }
+}

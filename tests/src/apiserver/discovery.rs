@@ -157,6 +157,26 @@ impl Registry {
             .retain(|t| !(t.custom && t.group == group && t.plural == plural));
     }
 
+    /// Every served (group, version) pair, the core group as "".
+    pub fn group_versions(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = self
+            .types
+            .iter()
+            .flat_map(|t| t.versions.iter().map(|v| (t.group.clone(), v.clone())))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    pub fn types_in(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
+        self.types
+            .iter()
+            .filter(|t| t.group == group && t.versions.iter().any(|v| v == version))
+            .cloned()
+            .collect()
+    }
+
     fn groups(&self) -> BTreeMap<&str, Vec<&str>> {
         let mut groups: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for t in &self.types {
@@ -262,7 +282,7 @@ impl Registry {
     }
 }
 
-fn fnv(s: &str) -> u64 {
+pub(crate) fn fnv(s: &str) -> u64 {
     s.bytes().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
     })

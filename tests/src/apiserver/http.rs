@@ -11,8 +11,8 @@
 //! create answers 201, delete 202 while finalizers hold the object; Table
 //! responses when the Accept header asks `as=Table`; JSON everywhere
 //! (protobuf is never offered, so clients use JSON).
-//! Simplified: no authentication or authorization; `/openapi/*` is 404
-//! (kubectl falls back to not validating client-side); the legacy
+//! Simplified: no authentication or authorization; only OpenAPI v3 is
+//! served (see `openapi`); the legacy
 //! `/api/v1/watch/...` paths are not served.
 
 use std::collections::HashMap;
@@ -27,6 +27,8 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::discovery::version_doc;
+use super::openapi;
+use super::protobuf;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::present;
@@ -100,6 +102,9 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
             ["apis"] => return discovery(Some(state.lock().registry.api_group_list())),
             ["apis", g] => return discovery(state.lock().registry.api_group(g)),
             ["apis", g, v] => return discovery(state.lock().registry.resource_list(g, v)),
+            ["openapi", "v3"] => return discovery(Some(openapi::root(&state.lock().registry))),
+            ["openapi", "v3", "api", v] => return discovery(openapi::group_version_doc(&state.lock().registry, "", v)),
+            ["openapi", "v3", "apis", g, v] => return discovery(openapi::group_version_doc(&state.lock().registry, g, v)),
             _ => {}
         }
     }
@@ -167,7 +172,11 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
         other => other,
     };
     let ctx = WriteCtx { manager: &manager, version, dry_run: q("dryRun") == "All" };
+    let content_type = header_str(headers, header::CONTENT_TYPE);
     let read_body = || -> Result<Value, ApiError> {
+        if content_type.starts_with("application/vnd.kubernetes.protobuf") {
+            return protobuf::decode(body).map_err(|e| ApiError::new(415, "UnsupportedMediaType", e));
+        }
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
     };
 
@@ -243,7 +252,6 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
         }
         "patch" => {
             let name = target.name.unwrap_or_default();
-            let content_type = header_str(headers, header::CONTENT_TYPE);
             let media = content_type.split(';').next().unwrap_or_default().trim();
             let patch_value = if media == "application/apply-patch+yaml" {
                 match serde_json::from_slice::<Value>(body) {

@@ -28,6 +28,8 @@
 
 pub mod discovery;
 mod http;
+mod openapi;
+mod protobuf;
 mod patch;
 mod selector;
 mod status;

@@ -122,6 +122,11 @@ impl Schema {
         }
     }
 
+    /// The schema as written in the CRD.
+    pub fn raw(&self) -> &Value {
+        &self.raw
+    }
+
     fn each_rule(&self, s: &Value, f: &mut dyn FnMut(&str)) {
         if let Some(rules) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
             rules.iter().filter_map(|r| r["rule"].as_str()).for_each(&mut *f);

@@ -68,7 +68,9 @@ impl ResourceType {
     }
 
     fn verbs(&self) -> Vec<&'static str> {
-        let mut v = vec!["create", "delete", "get", "list", "patch", "update", "watch"];
+        let mut v = vec![
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ];
         if self.plural != "namespaces" {
             v.insert(1, "deletecollection");
         }
@@ -126,9 +128,23 @@ impl Registry {
             builtin("", "secrets", "Secret", true, &[], false),
             svc,
             builtin("", "events", "Event", true, &["ev"], false),
-            builtin("", "resourcequotas", "ResourceQuota", true, &["quota"], true),
+            builtin(
+                "",
+                "resourcequotas",
+                "ResourceQuota",
+                true,
+                &["quota"],
+                true,
+            ),
             builtin("", "limitranges", "LimitRange", true, &["limits"], false),
-            builtin("", "serviceaccounts", "ServiceAccount", true, &["sa"], false),
+            builtin(
+                "",
+                "serviceaccounts",
+                "ServiceAccount",
+                true,
+                &["sa"],
+                false,
+            ),
             builtin("events.k8s.io", "events", "Event", true, &["ev"], false),
             builtin("coordination.k8s.io", "leases", "Lease", true, &[], false),
             crd,
@@ -141,7 +157,9 @@ impl Registry {
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
         self.types
             .iter()
-            .find(|t| t.group == group && t.plural == plural && t.versions.iter().any(|v| v == version))
+            .find(|t| {
+                t.group == group && t.plural == plural && t.versions.iter().any(|v| v == version)
+            })
             .cloned()
     }
 
@@ -341,7 +359,10 @@ pub(crate) fn resource_type_from_crd(crd: &Value) -> Result<ResourceType, Vec<(S
     let empty = Vec::new();
     let declared = spec["versions"].as_array().unwrap_or(&empty);
     if declared.is_empty() {
-        errors.push(("spec.versions".into(), "Invalid value: must have exactly one version marked as storage version".into()));
+        errors.push((
+            "spec.versions".into(),
+            "Invalid value: must have exactly one version marked as storage version".into(),
+        ));
     }
     for (i, v) in declared.iter().enumerate() {
         let Some(vname) = v["name"].as_str() else {
@@ -381,7 +402,11 @@ pub(crate) fn resource_type_from_crd(crd: &Value) -> Result<ResourceType, Vec<(S
     }
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     Ok(ResourceType {

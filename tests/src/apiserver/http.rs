@@ -9,8 +9,10 @@
 //! `dryRun=All`, `includeObject`; patch content types (strategic merge patch
 //! is refused for custom resources with 415, as the real server does);
 //! create answers 201, delete 202 while finalizers hold the object; Table
-//! responses when the Accept header asks `as=Table`; JSON everywhere
-//! (protobuf is never offered, so clients use JSON).
+//! responses when the Accept header asks `as=Table`, metadata-only ones for
+//! `as=PartialObjectMetadata`. Responses are always JSON (clients that
+//! prefer protobuf accept it); protobuf request bodies are decoded for the
+//! kinds kubectl's generators send (see `protobuf`).
 //! Simplified: no authentication or authorization; only OpenAPI v3 is
 //! served (see `openapi`); the legacy
 //! `/api/v1/watch/...` paths are not served.
@@ -31,7 +33,7 @@ use super::openapi;
 use super::protobuf;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::store::present;
+use super::store::{metadata_only, present};
 use super::table::table;
 use super::watch::{self, WatchRequest};
 use super::write::{PatchBody, WriteCtx};
@@ -43,14 +45,25 @@ pub(crate) fn router(state: Arc<State>) -> Router {
 
 fn json_response(code: u16, v: &Value) -> Response {
     let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
 }
 
 fn error_response(e: &ApiError) -> Response {
     json_response(e.code, &e.to_status())
 }
 
-async fn handle(AxState(state): AxState<Arc<State>>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    AxState(state): AxState<Arc<State>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     match dispatch(&state, &method, &uri, &headers, &body) {
         Ok(r) => r,
         Err(e) => error_response(&e),
@@ -69,11 +82,13 @@ struct Target<'a> {
 
 fn parse_resource<'a>(group: &'a str, version: &'a str, rest: &[&'a str]) -> Option<Target<'a>> {
     let (namespace, rest) = match rest {
-        ["namespaces", ns, plural, tail @ ..] if *plural != "status" && *plural != "finalize" => (Some(*ns), {
-            let mut v = vec![*plural];
-            v.extend_from_slice(tail);
-            v
-        }),
+        ["namespaces", ns, plural, tail @ ..] if *plural != "status" && *plural != "finalize" => {
+            (Some(*ns), {
+                let mut v = vec![*plural];
+                v.extend_from_slice(tail);
+                v
+            })
+        }
         _ => (None, rest.to_vec()),
     };
     let (plural, name, sub) = match rest.as_slice() {
@@ -82,29 +97,58 @@ fn parse_resource<'a>(group: &'a str, version: &'a str, rest: &[&'a str]) -> Opt
         [p, n, s] => (*p, Some(*n), Some(*s)),
         _ => return None,
     };
-    Some(Target { group, version, namespace, plural, name, sub })
+    Some(Target {
+        group,
+        version,
+        namespace,
+        plural,
+        name,
+        sub,
+    })
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: header::HeaderName) -> &'a str {
-    headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default()
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
 }
 
-fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Result<Response, ApiError> {
+fn dispatch(
+    state: &Arc<State>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
     let path = uri.path();
-    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-    let discovery = |v: Option<Value>| v.map(|d| json_response(200, &d)).ok_or_else(|| ApiError::no_route(path));
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let discovery = |v: Option<Value>| {
+        v.map(|d| json_response(200, &d))
+            .ok_or_else(|| ApiError::no_route(path))
+    };
     if *method == Method::GET {
         match segs.as_slice() {
             ["version"] => return Ok(json_response(200, &version_doc())),
-            ["healthz"] | ["readyz"] | ["livez"] => return Ok((StatusCode::OK, "ok").into_response()),
+            ["healthz"] | ["readyz"] | ["livez"] => {
+                return Ok((StatusCode::OK, "ok").into_response())
+            }
             ["api"] => return discovery(Some(state.lock().registry.api_versions(state.addr()))),
             ["api", v] => return discovery(state.lock().registry.resource_list("", v)),
             ["apis"] => return discovery(Some(state.lock().registry.api_group_list())),
             ["apis", g] => return discovery(state.lock().registry.api_group(g)),
             ["apis", g, v] => return discovery(state.lock().registry.resource_list(g, v)),
             ["openapi", "v3"] => return discovery(Some(openapi::root(&state.lock().registry))),
-            ["openapi", "v3", "api", v] => return discovery(openapi::group_version_doc(&state.lock().registry, "", v)),
-            ["openapi", "v3", "apis", g, v] => return discovery(openapi::group_version_doc(&state.lock().registry, g, v)),
+            ["openapi", "v3", "api", v] => {
+                return discovery(openapi::group_version_doc(&state.lock().registry, "", v))
+            }
+            ["openapi", "v3", "apis", g, v] => {
+                return discovery(openapi::group_version_doc(&state.lock().registry, g, v))
+            }
             _ => {}
         }
     }
@@ -114,10 +158,11 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
         _ => None,
     }
     .ok_or_else(|| ApiError::no_route(path))?;
-    let query: HashMap<String, String> = serde_urlencoded::from_str::<Vec<(String, String)>>(uri.query().unwrap_or_default())
-        .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?
-        .into_iter()
-        .collect();
+    let query: HashMap<String, String> =
+        serde_urlencoded::from_str::<Vec<(String, String)>>(uri.query().unwrap_or_default())
+            .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?
+            .into_iter()
+            .collect();
     let q = |k: &str| query.get(k).map(String::as_str).unwrap_or_default();
     let flag = |k: &str| matches!(q(k), "1" | "true" | "True");
     let watching = *method == Method::GET && target.name.is_none() && flag("watch");
@@ -130,7 +175,11 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
         ("PATCH", true) => "patch",
         ("DELETE", true) => "delete",
         ("DELETE", false) => "deletecollection",
-        _ => return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({method} {path})"))),
+        _ => {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method} {path})"
+            )))
+        }
     };
     let user_agent = header_str(headers, header::USER_AGENT);
     let manager = match q("fieldManager") {
@@ -143,7 +192,11 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
         resource: target.plural.into(),
         subresource: target.sub.unwrap_or_default().into(),
         namespace: target.namespace.unwrap_or_default().into(),
-        field_manager: if matches!(verb, "create" | "update" | "patch") { manager.clone() } else { String::new() },
+        field_manager: if matches!(verb, "create" | "update" | "patch") {
+            manager.clone()
+        } else {
+            String::new()
+        },
         user_agent: user_agent.into(),
     });
 
@@ -153,7 +206,9 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
         .find(target.group, target.version, target.plural)
         .ok_or_else(|| ApiError::no_route(path))?;
     let collection_only = matches!(verb, "list" | "watch");
-    if (!rt.namespaced && target.namespace.is_some()) || (rt.namespaced && target.namespace.is_none() && !collection_only) {
+    if (!rt.namespaced && target.namespace.is_some())
+        || (rt.namespaced && target.namespace.is_none() && !collection_only)
+    {
         return Err(ApiError::no_route(path));
     }
     let status_sub = match target.sub {
@@ -167,17 +222,24 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
     let fields = FieldSelector::parse(q("fieldSelector"))?;
     let accept = header_str(headers, header::ACCEPT);
     let as_table = accept.contains("as=Table");
+    let as_metadata = accept.contains("as=PartialObjectMetadata");
     let include = match q("includeObject") {
         "" => "Metadata",
         other => other,
     };
-    let ctx = WriteCtx { manager: &manager, version, dry_run: q("dryRun") == "All" };
+    let ctx = WriteCtx {
+        manager: &manager,
+        version,
+        dry_run: q("dryRun") == "All",
+    };
     let content_type = header_str(headers, header::CONTENT_TYPE);
     let read_body = || -> Result<Value, ApiError> {
         if content_type.starts_with("application/vnd.kubernetes.protobuf") {
-            return protobuf::decode(body).map_err(|e| ApiError::new(415, "UnsupportedMediaType", e));
+            return protobuf::decode(body)
+                .map_err(|e| ApiError::new(415, "UnsupportedMediaType", e));
         }
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
     };
 
     match verb {
@@ -185,15 +247,35 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
             let name = target.name.unwrap_or_default();
             let obj = present(&state.lock().get(&rt, ns, name)?, &rt, version);
             if as_table {
-                let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-                return Ok(json_response(200, &table(&rt, version, &[obj], &rv, include)));
+                let rv = obj["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                return Ok(json_response(
+                    200,
+                    &table(&rt, version, &[obj], &rv, include),
+                ));
+            }
+            if as_metadata {
+                return Ok(json_response(200, &metadata_only(&obj)));
             }
             Ok(json_response(200, &obj))
         }
         "list" => {
             let limit = q("limit").parse::<usize>().ok();
-            let page = state.lock().list(&rt, target.namespace, &labels, &fields, limit, query.get("continue").map(String::as_str))?;
-            let items: Vec<Value> = page.items.iter().map(|o| present(o, &rt, version)).collect();
+            let page = state.lock().list(
+                &rt,
+                target.namespace,
+                &labels,
+                &fields,
+                limit,
+                query.get("continue").map(String::as_str),
+            )?;
+            let items: Vec<Value> = page
+                .items
+                .iter()
+                .map(|o| present(o, &rt, version))
+                .collect();
             let rv = page.rv.to_string();
             if as_table {
                 let mut t = table(&rt, version, &items, &rv, include);
@@ -207,17 +289,34 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
                 meta["continue"] = json!(c);
                 meta["remainingItemCount"] = json!(page.remaining);
             }
-            Ok(json_response(200, &json!({
-                "kind": format!("{}List", rt.kind),
-                "apiVersion": rt.api_version(version),
-                "metadata": meta,
-                "items": items,
-            })))
+            if as_metadata {
+                let items: Vec<Value> = items.iter().map(metadata_only).collect();
+                return Ok(json_response(
+                    200,
+                    &json!({
+                        "kind": "PartialObjectMetadataList",
+                        "apiVersion": "meta.k8s.io/v1",
+                        "metadata": meta,
+                        "items": items,
+                    }),
+                ));
+            }
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": format!("{}List", rt.kind),
+                    "apiVersion": rt.api_version(version),
+                    "metadata": meta,
+                    "items": items,
+                }),
+            ))
         }
         "watch" => {
             let resource_version = match q("resourceVersion") {
                 "" | "0" => None,
-                rv => Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?),
+                rv => Some(rv.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?),
             };
             let req = WatchRequest {
                 rt: rt.clone(),
@@ -228,7 +327,11 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
                 resource_version,
                 bookmarks: flag("allowWatchBookmarks"),
                 send_initial: flag("sendInitialEvents"),
-                timeout: q("timeoutSeconds").parse::<u64>().ok().map(Duration::from_secs),
+                timeout: q("timeoutSeconds")
+                    .parse::<u64>()
+                    .ok()
+                    .map(Duration::from_secs),
+                metadata_only: as_metadata,
             };
             let body = watch::start(state.clone(), req);
             Ok(Response::builder()
@@ -240,14 +343,18 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
         }
         "create" => {
             if target.sub.is_some() {
-                return Err(ApiError::method_not_allowed("create is not allowed on subresources"));
+                return Err(ApiError::method_not_allowed(
+                    "create is not allowed on subresources",
+                ));
             }
             let obj = state.lock().create(&rt, ns, read_body()?, &ctx)?;
             Ok(json_response(201, &present(&obj, &rt, version)))
         }
         "update" => {
             let name = target.name.unwrap_or_default();
-            let obj = state.lock().update(&rt, ns, name, read_body()?, status_sub, &ctx)?;
+            let obj = state
+                .lock()
+                .update(&rt, ns, name, read_body()?, status_sub, &ctx)?;
             Ok(json_response(200, &present(&obj, &rt, version)))
         }
         "patch" => {
@@ -256,7 +363,8 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
             let patch_value = if media == "application/apply-patch+yaml" {
                 match serde_json::from_slice::<Value>(body) {
                     Ok(v) => v,
-                    Err(_) => yaml_serde::from_slice::<Value>(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
+                    Err(_) => yaml_serde::from_slice::<Value>(body)
+                        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?,
                 }
             } else {
                 read_body()?
@@ -265,24 +373,41 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
             let body = match media {
                 "application/merge-patch+json" => PatchBody::Merge(&patch_value),
                 "application/json-patch+json" => PatchBody::Json(&patch_value),
-                "application/strategic-merge-patch+json" if !rt.custom => PatchBody::Strategic(&patch_value),
+                "application/strategic-merge-patch+json" if !rt.custom => {
+                    PatchBody::Strategic(&patch_value)
+                }
                 "application/apply-patch+yaml" => {
                     if q("fieldManager").is_empty() {
                         return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requests must include the fieldManager query parameter"));
                     }
-                    PatchBody::Apply { object: &patch_value, force }
+                    PatchBody::Apply {
+                        object: &patch_value,
+                        force,
+                    }
                 }
                 other => return Err(ApiError::unsupported_media_type(other)),
             };
             let existed = state.lock().get_raw(&rt, ns, name).is_some();
             let obj = state.lock().patch(&rt, ns, name, body, status_sub, &ctx)?;
-            Ok(json_response(if existed { 200 } else { 201 }, &present(&obj, &rt, version)))
+            Ok(json_response(
+                if existed { 200 } else { 201 },
+                &present(&obj, &rt, version),
+            ))
         }
         "delete" => {
             let name = target.name.unwrap_or_default();
-            let opts: Value = if body.is_empty() { json!({}) } else { read_body()? };
-            let (obj, gone) = state.lock().delete(&rt, ns, name, &opts["preconditions"], &ctx)?;
-            Ok(json_response(if gone { 200 } else { 202 }, &present(&obj, &rt, version)))
+            let opts: Value = if body.is_empty() {
+                json!({})
+            } else {
+                read_body()?
+            };
+            let (obj, gone) = state
+                .lock()
+                .delete(&rt, ns, name, &opts["preconditions"], &ctx)?;
+            Ok(json_response(
+                if gone { 200 } else { 202 },
+                &present(&obj, &rt, version),
+            ))
         }
         "deletecollection" => {
             let mut store = state.lock();
@@ -293,12 +418,15 @@ fn dispatch(state: &Arc<State>, method: &Method, uri: &Uri, headers: &HeaderMap,
                 let (obj, _) = store.delete(&rt, &ons, &oname, &Value::Null, &ctx)?;
                 deleted.push(present(&obj, &rt, version));
             }
-            Ok(json_response(200, &json!({
-                "kind": format!("{}List", rt.kind),
-                "apiVersion": rt.api_version(version),
-                "metadata": {"resourceVersion": store.rv().to_string()},
-                "items": deleted,
-            })))
+            Ok(json_response(
+                200,
+                &json!({
+                    "kind": format!("{}List", rt.kind),
+                    "apiVersion": rt.api_version(version),
+                    "metadata": {"resourceVersion": store.rv().to_string()},
+                    "items": deleted,
+                }),
+            ))
         }
         _ => Err(ApiError::no_route(path)),
     }

@@ -29,8 +29,8 @@
 pub mod discovery;
 mod http;
 mod openapi;
-mod protobuf;
 mod patch;
+mod protobuf;
 mod selector;
 mod status;
 mod store;
@@ -54,11 +54,17 @@ use store::Store;
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot build a kube client for {url}: {message}")]
     Client { url: String, message: String },
     #[error("cannot write kubeconfig {path}: {source}")]
-    Kubeconfig { path: String, source: std::io::Error },
+    Kubeconfig {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// One kind of request the server received, for assertions such as "only
@@ -215,8 +221,14 @@ impl ApiServerHandle {
 
     /// A `kube::Client` talking to this server, default namespace `default`.
     pub fn client(&self) -> Result<kube::Client, StartError> {
-        let err = |message: String| StartError::Client { url: self.url.clone(), message };
-        let uri = self.url.parse().map_err(|e: axum::http::uri::InvalidUri| err(e.to_string()))?;
+        let err = |message: String| StartError::Client {
+            url: self.url.clone(),
+            message,
+        };
+        let uri = self
+            .url
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| err(e.to_string()))?;
         kube::Client::try_from(kube::Config::new(uri)).map_err(|e| err(e.to_string()))
     }
 
@@ -254,16 +266,28 @@ impl ApiServerHandle {
 
     /// Requests received so far, by kind of request.
     pub fn requests(&self) -> BTreeMap<RequestKey, u64> {
-        self.state.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.state
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// How many requests matched `filter`.
     pub fn count(&self, filter: impl Fn(&RequestKey) -> bool) -> u64 {
-        self.requests().iter().filter(|(k, _)| filter(k)).map(|(_, n)| n).sum()
+        self.requests()
+            .iter()
+            .filter(|(k, _)| filter(k))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     pub fn reset_requests(&self) {
-        self.state.requests.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.state
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// Stops serving and waits for the server task to end.

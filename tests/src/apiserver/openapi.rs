@@ -25,7 +25,11 @@ fn gv_path(group: &str, version: &str) -> String {
 
 fn schema_name(rt: &ResourceType, version: &str) -> String {
     let reversed: Vec<&str> = rt.group.split('.').rev().collect();
-    let prefix = if rt.group.is_empty() { "io.k8s.api.core".to_string() } else { reversed.join(".") };
+    let prefix = if rt.group.is_empty() {
+        "io.k8s.api.core".to_string()
+    } else {
+        reversed.join(".")
+    };
     format!("{prefix}.{version}.{}", rt.kind)
 }
 
@@ -50,8 +54,18 @@ pub(crate) fn group_version_doc(reg: &Registry, group: &str, version: &str) -> O
             })
         };
         let base = format!("/{}", gv_path(group, version));
-        let scope = if rt.namespaced { "/namespaces/{namespace}" } else { "" };
-        let write = || vec![param("dryRun"), param("fieldManager"), param("fieldValidation")];
+        let scope = if rt.namespaced {
+            "/namespaces/{namespace}"
+        } else {
+            ""
+        };
+        let write = || {
+            vec![
+                param("dryRun"),
+                param("fieldManager"),
+                param("fieldValidation"),
+            ]
+        };
         paths.insert(
             format!("{base}{scope}/{}", rt.plural),
             json!({"get": op("list", vec![param("labelSelector"), param("fieldSelector")]), "post": op("post", write())}),
@@ -83,7 +97,10 @@ pub(crate) fn root(reg: &Registry) -> Value {
         let doc = group_version_doc(reg, &g, &v).unwrap_or(Value::Null);
         let hash = format!("{:016X}", fnv(&doc.to_string()));
         let p = gv_path(&g, &v);
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={hash}")}),
+        );
     }
     json!({"paths": paths})
 }

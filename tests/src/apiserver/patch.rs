@@ -31,7 +31,9 @@ pub(crate) type FieldSet = BTreeSet<Path>;
 pub(crate) enum Scope {
     /// The main resource; `status_separate` when the kind has a status
     /// subresource (then `status` is out of reach).
-    Main { status_separate: bool },
+    Main {
+        status_separate: bool,
+    },
     Status,
 }
 
@@ -283,7 +285,8 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, w: &Writer) {
         .collect();
     if !changed.is_empty() {
         for m in managers.iter_mut().filter(|m| !w.is(m, "Update")) {
-            m.fields.retain(|q| !changed.iter().any(|p| touches(p, q, new, new)));
+            m.fields
+                .retain(|q| !changed.iter().any(|p| touches(p, q, new, new)));
         }
         let e = w.entry(&mut managers, "Update");
         e.fields.extend(changed);
@@ -342,7 +345,8 @@ pub(crate) fn apply(
             return Err(conflicts);
         }
         for m in managers.iter_mut().filter(|m| !w.is(m, "Apply")) {
-            m.fields.retain(|q| !applied_set.iter().any(|p| clashes(p, q)));
+            m.fields
+                .retain(|q| !applied_set.iter().any(|p| clashes(p, q)));
         }
     }
     let mut result = base.clone();
@@ -419,7 +423,9 @@ mod tests {
     fn w<'a>(manager: &'a str) -> Writer<'a> {
         Writer {
             manager,
-            scope: Scope::Main { status_separate: true },
+            scope: Scope::Main {
+                status_separate: true,
+            },
             api_version: "v1",
             now: "2025-01-01T00:00:00Z",
         }
@@ -437,29 +443,65 @@ mod tests {
 
     #[test]
     fn apply_conflicts_with_another_managers_field_unless_forced() {
-        let live = apply(None, &json!({"metadata": {"name": "a"}, "data": {"a": "1"}}), false, &w("one")).unwrap();
+        let live = apply(
+            None,
+            &json!({"metadata": {"name": "a"}, "data": {"a": "1"}}),
+            false,
+            &w("one"),
+        )
+        .unwrap();
         let change = json!({"metadata": {"name": "a"}, "data": {"a": "2"}});
         let err = apply(Some(&live), &change, false, &w("two")).unwrap_err();
-        assert_eq!(err[0], ApplyConflict { manager: "one".into(), field: ".data.a".into() });
+        assert_eq!(
+            err[0],
+            ApplyConflict {
+                manager: "one".into(),
+                field: ".data.a".into()
+            }
+        );
         let forced = apply(Some(&live), &change, true, &w("two")).unwrap();
         assert_eq!(forced["data"]["a"], "2");
-        assert_eq!(forced["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            forced["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
     }
 
     #[test]
     fn apply_keeps_fields_another_manager_updated() {
-        let live = apply(None, &json!({"metadata": {"name": "a"}, "data": {"a": "1", "b": "2"}}), false, &w("one")).unwrap();
+        let live = apply(
+            None,
+            &json!({"metadata": {"name": "a"}, "data": {"a": "1", "b": "2"}}),
+            false,
+            &w("one"),
+        )
+        .unwrap();
         let mut edited = live.clone();
         edited["data"]["b"] = json!("3");
         record_update(Some(&live), &mut edited, &w("editor"));
-        let out = apply(Some(&edited), &json!({"metadata": {"name": "a"}, "data": {"a": "1"}}), false, &w("one")).unwrap();
+        let out = apply(
+            Some(&edited),
+            &json!({"metadata": {"name": "a"}, "data": {"a": "1"}}),
+            false,
+            &w("one"),
+        )
+        .unwrap();
         assert_eq!(out["data"], json!({"a": "1", "b": "3"}));
     }
 
     #[test]
     fn status_scope_ignores_spec_and_main_scope_ignores_status() {
-        let obj = json!({"metadata": {"name": "a", "uid": "u"}, "spec": {"x": 1}, "status": {"y": 2}});
-        let main = leaf_paths(&obj, Scope::Main { status_separate: true });
+        let obj =
+            json!({"metadata": {"name": "a", "uid": "u"}, "spec": {"x": 1}, "status": {"y": 2}});
+        let main = leaf_paths(
+            &obj,
+            Scope::Main {
+                status_separate: true,
+            },
+        );
         assert_eq!(main, FieldSet::from([vec!["spec".into(), "x".into()]]));
         let status = leaf_paths(&obj, Scope::Status);
         assert_eq!(status, FieldSet::from([vec!["status".into(), "y".into()]]));
@@ -468,7 +510,8 @@ mod tests {
     #[test]
     fn json_patch_test_failure_is_reported() {
         let mut doc = json!({"a": 1});
-        let err = json_patch(&mut doc, &json!([{"op": "test", "path": "/a", "value": 2}])).unwrap_err();
+        let err =
+            json_patch(&mut doc, &json!([{"op": "test", "path": "/a", "value": 2}])).unwrap_err();
         assert!(err.contains("did not match"), "{err}");
     }
 }

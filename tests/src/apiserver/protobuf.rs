@@ -54,7 +54,12 @@ const META: &[Field] = &[
 
 const NAMESPACE: &[Field] = &[
     Field(1, "metadata", Ty::Msg(META), false),
-    Field(2, "spec", Ty::Msg(&[Field(1, "finalizers", Ty::Str, true)]), false),
+    Field(
+        2,
+        "spec",
+        Ty::Msg(&[Field(1, "finalizers", Ty::Str, true)]),
+        false,
+    ),
 ];
 
 const CONFIG_MAP: &[Field] = &[
@@ -131,8 +136,12 @@ fn fields(buf: &[u8]) -> Result<Vec<(u32, Wire<'_>)>, String> {
                 Wire::Fixed
             }
             2 => {
-                let len = usize::try_from(varint(buf, &mut pos)?).map_err(|_| "length out of range")?;
-                let end = pos.checked_add(len).filter(|e| *e <= buf.len()).ok_or("truncated field")?;
+                let len =
+                    usize::try_from(varint(buf, &mut pos)?).map_err(|_| "length out of range")?;
+                let end = pos
+                    .checked_add(len)
+                    .filter(|e| *e <= buf.len())
+                    .ok_or("truncated field")?;
                 let b = &buf[pos..end];
                 pos = end;
                 Wire::Bytes(b)
@@ -181,7 +190,11 @@ fn decode_value(ty: Ty, w: &Wire) -> Result<Value, String> {
                     _ => {}
                 }
             }
-            if kind == 1 { json!(s) } else { json!(int) }
+            if kind == 1 {
+                json!(s)
+            } else {
+                json!(int)
+            }
         }
         (Ty::Msg(f), Wire::Bytes(b)) => decode_msg(b, f)?,
         _ => return Err("unexpected wire type".into()),
@@ -196,12 +209,23 @@ fn decode_msg(buf: &[u8], schema: &[Field]) -> Result<Value, String> {
         };
         match ty {
             Ty::StrMap | Ty::BytesMap => {
-                let Wire::Bytes(entry) = w else { return Err(format!("{name}: bad map entry")) };
+                let Wire::Bytes(entry) = w else {
+                    return Err(format!("{name}: bad map entry"));
+                };
                 let (mut k, mut v) = (String::new(), Value::Null);
-                let vt = if matches!(ty, Ty::StrMap) { Ty::Str } else { Ty::Bytes };
+                let vt = if matches!(ty, Ty::StrMap) {
+                    Ty::Str
+                } else {
+                    Ty::Bytes
+                };
                 for (n, ew) in fields(entry)? {
                     match n {
-                        1 => k = decode_value(Ty::Str, &ew)?.as_str().unwrap_or_default().to_string(),
+                        1 => {
+                            k = decode_value(Ty::Str, &ew)?
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string()
+                        }
                         2 => v = decode_value(vt, &ew)?,
                         _ => {}
                     }
@@ -222,7 +246,10 @@ fn decode_msg(buf: &[u8], schema: &[Field]) -> Result<Value, String> {
                 }
             }
             _ => {
-                out.insert(name.to_string(), decode_value(*ty, &w).map_err(|e| format!("{name}: {e}"))?);
+                out.insert(
+                    name.to_string(),
+                    decode_value(*ty, &w).map_err(|e| format!("{name}: {e}"))?,
+                );
             }
         }
     }
@@ -232,7 +259,9 @@ fn decode_msg(buf: &[u8], schema: &[Field]) -> Result<Value, String> {
 /// Decodes an enveloped protobuf object into its JSON form; `Err` says why
 /// (unsupported kind or malformed data).
 pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
-    let payload = body.strip_prefix(b"k8s\0").ok_or("missing the k8s protobuf envelope")?;
+    let payload = body
+        .strip_prefix(b"k8s\0")
+        .ok_or("missing the k8s protobuf envelope")?;
     let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
     for (n, w) in fields(payload)? {
         match (n, w) {
@@ -254,7 +283,11 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
         ("v1", "ConfigMap") => CONFIG_MAP,
         ("v1", "Secret") => SECRET,
         ("v1", "Service") => SERVICE,
-        _ => return Err(format!("protobuf bodies for {api_version}/{kind} are not supported; send JSON")),
+        _ => {
+            return Err(format!(
+                "protobuf bodies for {api_version}/{kind} are not supported; send JSON"
+            ))
+        }
     };
     let mut obj = decode_msg(raw, schema)?;
     obj["apiVersion"] = json!(api_version);
@@ -274,18 +307,27 @@ mod tests {
 
     #[test]
     fn an_enveloped_config_map_decodes_to_json() {
-        let meta = [ld(1, b"cfg"), ld(11, &[ld(1, b"app"), ld(2, b"web")].concat())].concat();
+        let meta = [
+            ld(1, b"cfg"),
+            ld(11, &[ld(1, b"app"), ld(2, b"web")].concat()),
+        ]
+        .concat();
         let cm = [ld(1, &meta), ld(2, &[ld(1, b"k"), ld(2, b"v")].concat())].concat();
         let tm = [ld(1, b"v1"), ld(2, b"ConfigMap")].concat();
         let body = [b"k8s\0".to_vec(), ld(1, &tm), ld(2, &cm)].concat();
         let v = decode(&body).unwrap();
-        assert_eq!(v, json!({"metadata": {"name": "cfg", "labels": {"app": "web"}}, "data": {"k": "v"}, "apiVersion": "v1", "kind": "ConfigMap"}));
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "cfg", "labels": {"app": "web"}}, "data": {"k": "v"}, "apiVersion": "v1", "kind": "ConfigMap"})
+        );
     }
 
     #[test]
     fn unsupported_kinds_and_garbage_are_errors_not_panics() {
         let tm = [ld(1, b"apps/v1"), ld(2, b"Deployment")].concat();
-        assert!(decode(&[b"k8s\0".to_vec(), ld(1, &tm)].concat()).unwrap_err().contains("apps/v1/Deployment"));
+        assert!(decode(&[b"k8s\0".to_vec(), ld(1, &tm)].concat())
+            .unwrap_err()
+            .contains("apps/v1/Deployment"));
         assert!(decode(b"k8s\0\x0a\xff").is_err());
         assert!(decode(b"{}").is_err());
     }

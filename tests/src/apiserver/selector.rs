@@ -43,7 +43,11 @@ fn split_top_level(s: &str) -> Vec<&str> {
         }
     }
     parts.push(&s[start..]);
-    parts.into_iter().map(str::trim).filter(|p| !p.is_empty()).collect()
+    parts
+        .into_iter()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect()
 }
 
 fn invalid(sel: &str, why: &str) -> ApiError {
@@ -64,7 +68,9 @@ impl LabelSelector {
                 LabelReq::Eq(k.trim().into(), v.trim().into())
             } else if let Some(open) = part.find('(') {
                 let head: Vec<&str> = part[..open].split_whitespace().collect();
-                let close = part.rfind(')').ok_or_else(|| invalid(part, "missing ')'"))?;
+                let close = part
+                    .rfind(')')
+                    .ok_or_else(|| invalid(part, "missing ')'"))?;
                 if close < open {
                     return Err(invalid(part, "misplaced ')'"));
                 }
@@ -155,15 +161,36 @@ mod tests {
     fn label_selector_operators_follow_kubernetes_semantics() {
         let o = obj(json!({"app": "web", "tier": "front"}));
         let yes = [
-            "app=web", "app==web", "app!=db", "app in (web, db)", "tier notin (back)",
-            "app", "!missing", "app=web,tier in (front)", "missing!=x", "missing notin (x)",
+            "app=web",
+            "app==web",
+            "app!=db",
+            "app in (web, db)",
+            "tier notin (back)",
+            "app",
+            "!missing",
+            "app=web,tier in (front)",
+            "missing!=x",
+            "missing notin (x)",
         ];
         for s in yes {
-            assert!(LabelSelector::parse(s).unwrap().matches(&o), "{s} should match");
+            assert!(
+                LabelSelector::parse(s).unwrap().matches(&o),
+                "{s} should match"
+            );
         }
-        let no = ["app=db", "app!=web", "app in (db)", "tier notin (front)", "missing", "!app"];
+        let no = [
+            "app=db",
+            "app!=web",
+            "app in (db)",
+            "tier notin (front)",
+            "missing",
+            "!app",
+        ];
         for s in no {
-            assert!(!LabelSelector::parse(s).unwrap().matches(&o), "{s} should not match");
+            assert!(
+                !LabelSelector::parse(s).unwrap().matches(&o),
+                "{s} should not match"
+            );
         }
     }
 
@@ -175,9 +202,18 @@ mod tests {
 
     #[test]
     fn field_selector_matches_name_namespace_and_nested_fields() {
-        let o = json!({"metadata": {"name": "a", "namespace": "ns"}, "involvedObject": {"uid": "u1"}});
-        assert!(FieldSelector::parse("metadata.name=a,metadata.namespace==ns").unwrap().matches(&o));
-        assert!(FieldSelector::parse("involvedObject.uid=u1").unwrap().matches(&o));
-        assert!(!FieldSelector::parse("metadata.name!=a").unwrap().matches(&o));
+        let o =
+            json!({"metadata": {"name": "a", "namespace": "ns"}, "involvedObject": {"uid": "u1"}});
+        assert!(
+            FieldSelector::parse("metadata.name=a,metadata.namespace==ns")
+                .unwrap()
+                .matches(&o)
+        );
+        assert!(FieldSelector::parse("involvedObject.uid=u1")
+            .unwrap()
+            .matches(&o));
+        assert!(!FieldSelector::parse("metadata.name!=a")
+            .unwrap()
+            .matches(&o));
     }
 }

@@ -41,6 +41,9 @@ pub(crate) struct Change {
 
 pub(crate) type ObjKey = (String, String);
 
+/// Changes to replay, then a receiver for live ones.
+pub(crate) type Subscription = (Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>);
+
 /// Everything the server stores; guarded by one mutex in `State`.
 pub(crate) struct Store {
     rv: u64,
@@ -141,7 +144,13 @@ impl Store {
 
     /// Assigns the next resourceVersion to `object`, stores (or removes) it
     /// and publishes the change. Returns the object as stored.
-    pub fn commit(&mut self, key: &str, kind: ChangeKind, mut object: Value, old: Option<Value>) -> Value {
+    pub fn commit(
+        &mut self,
+        key: &str,
+        kind: ChangeKind,
+        mut object: Value,
+        old: Option<Value>,
+    ) -> Value {
         self.rv += 1;
         object["metadata"]["resourceVersion"] = json!(self.rv.to_string());
         let ok = obj_key(&object);
@@ -232,7 +241,9 @@ impl Store {
             let (trv, key) = token
                 .split_once(':')
                 .and_then(|(r, k)| Some((r.parse::<u64>().ok()?, k)))
-                .ok_or_else(|| ApiError::bad_request(format!("continue key is not valid: {token}")))?;
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!("continue key is not valid: {token}"))
+                })?;
             if trv < self.compacted {
                 return Err(ApiError::gone(
                     "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
@@ -277,11 +288,7 @@ impl Store {
 
     /// Changes to `key` after `from`, plus a receiver for later ones, taken
     /// atomically so nothing falls between them.
-    pub fn subscribe(
-        &self,
-        key: &str,
-        from: u64,
-    ) -> Result<(Vec<Arc<Change>>, broadcast::Receiver<Arc<Change>>), ApiError> {
+    pub fn subscribe(&self, key: &str, from: u64) -> Result<Subscription, ApiError> {
         if from < self.compacted {
             return Err(ApiError::gone(format!(
                 "too old resource version: {from} ({})",
@@ -300,14 +307,28 @@ impl Store {
 
 pub(crate) fn obj_key(o: &Value) -> ObjKey {
     (
-        o["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
-        o["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        o["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        o["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
     )
 }
 
 /// Seconds-precision RFC 3339, as `metav1.Time` serialises.
 pub(crate) fn now() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Only the metadata of `obj`, as served to clients that ask for
+/// `as=PartialObjectMetadata`.
+pub(crate) fn metadata_only(obj: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
 }
 
 /// `obj` as served at `version` of its kind.

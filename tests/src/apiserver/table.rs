@@ -28,10 +28,23 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
     let age = col("Age", "date", ".metadata.creationTimestamp");
     let mut cols = match (rt.group.as_str(), rt.plural.as_str()) {
         ("", "namespaces") => vec![col("Status", "string", ".status.phase"), age],
-        ("", "configmaps") => vec![col("Data", "integer", "#count(.data)+count(.binaryData)"), age],
-        ("", "secrets") => vec![col("Type", "string", ".type"), col("Data", "integer", "#count(.data)"), age],
-        ("", "services") => vec![col("Type", "string", ".spec.type"), col("Cluster-IP", "string", ".spec.clusterIP"), age],
-        ("coordination.k8s.io", "leases") => vec![col("Holder", "string", ".spec.holderIdentity"), age],
+        ("", "configmaps") => vec![
+            col("Data", "integer", "#count(.data)+count(.binaryData)"),
+            age,
+        ],
+        ("", "secrets") => vec![
+            col("Type", "string", ".type"),
+            col("Data", "integer", "#count(.data)"),
+            age,
+        ],
+        ("", "services") => vec![
+            col("Type", "string", ".spec.type"),
+            col("Cluster-IP", "string", ".spec.clusterIP"),
+            age,
+        ],
+        ("coordination.k8s.io", "leases") => {
+            vec![col("Holder", "string", ".spec.holderIdentity"), age]
+        }
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             vec![col("Created At", "string", ".metadata.creationTimestamp")]
         }
@@ -48,7 +61,13 @@ fn columns(rt: &ResourceType, version: &str) -> Vec<PrinterColumn> {
 }
 
 /// Renders `items` as a Table.
-pub(crate) fn table(rt: &ResourceType, version: &str, items: &[Value], rv: &str, include: &str) -> Value {
+pub(crate) fn table(
+    rt: &ResourceType,
+    version: &str,
+    items: &[Value],
+    rv: &str,
+    include: &str,
+) -> Value {
     let cols = columns(rt, version);
     let defs: Vec<Value> = cols
         .iter()
@@ -85,7 +104,10 @@ fn cell(c: &PrinterColumn, o: &Value, now: jiff::Timestamp) -> Value {
             .split('+')
             .map(|p| {
                 let inner = p.trim_start_matches("count(").trim_end_matches(')');
-                eval(o, inner).first().and_then(|v| v.as_object()).map_or(0, |m| m.len())
+                eval(o, inner)
+                    .first()
+                    .and_then(|v| v.as_object())
+                    .map_or(0, |m| m.len())
             })
             .sum();
         return json!(n);
@@ -95,12 +117,15 @@ fn cell(c: &PrinterColumn, o: &Value, now: jiff::Timestamp) -> Value {
         return Value::Null;
     };
     match c.type_.as_str() {
-        "date" => match first.as_str().and_then(|s| s.parse::<jiff::Timestamp>().ok()) {
+        "date" => match first
+            .as_str()
+            .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+        {
             Some(t) => json!(human_duration(now.as_second() - t.as_second())),
             None => Value::Null,
         },
         "string" if found.len() > 1 => {
-            let parts: Vec<String> = found.iter().map(|v| plain(v)).collect();
+            let parts: Vec<String> = found.iter().map(plain).collect();
             json!(parts.join(","))
         }
         "string" => json!(plain(first)),
@@ -150,7 +175,11 @@ pub(crate) fn human_duration(seconds: i64) -> String {
 /// Evaluates the JSONPath subset printer columns use; unsupported syntax
 /// finds nothing rather than failing the request.
 pub(crate) fn eval(root: &Value, path: &str) -> Vec<Value> {
-    let path = path.trim().trim_start_matches('{').trim_end_matches('}').trim_start_matches('$');
+    let path = path
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim_start_matches('$');
     let mut cur = vec![root.clone()];
     let mut rest = path;
     while !rest.is_empty() {
@@ -162,7 +191,9 @@ pub(crate) fn eval(root: &Value, path: &str) -> Vec<Value> {
             }
             rest = &r[end..];
         } else if let Some(r) = rest.strip_prefix('[') {
-            let Some(close) = find_close(r) else { return vec![] };
+            let Some(close) = find_close(r) else {
+                return vec![];
+            };
             let inner = &r[..close];
             rest = &r[close + 1..];
             cur = if inner == "*" {
@@ -181,9 +212,13 @@ pub(crate) fn eval(root: &Value, path: &str) -> Vec<Value> {
                         a.get(usize::try_from(idx).ok()?).cloned()
                     })
                     .collect()
-            } else if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')')) {
-                let Some((lhs, neg, rhs)) = split_cmp(filter) else { return vec![] };
-                let want: Value = serde_json::from_str(&rhs.replace('\'', "\"")).unwrap_or(Value::Null);
+            } else if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')'))
+            {
+                let Some((lhs, neg, rhs)) = split_cmp(filter) else {
+                    return vec![];
+                };
+                let want: Value =
+                    serde_json::from_str(&rhs.replace('\'', "\"")).unwrap_or(Value::Null);
                 cur.iter()
                     .filter_map(Value::as_array)
                     .flatten()
@@ -236,10 +271,19 @@ mod tests {
     fn jsonpath_filters_pick_the_ready_condition() {
         let o = json!({"status": {"conditions": [
             {"type": "Compiled", "status": "True"}, {"type": "Ready", "status": "False", "reason": "PrefixConflict"}]}});
-        assert_eq!(eval(&o, r#".status.conditions[?(@.type=="Ready")].status"#), vec![json!("False")]);
-        assert_eq!(eval(&o, ".status.conditions[?(@.type=='Ready')].reason"), vec![json!("PrefixConflict")]);
+        assert_eq!(
+            eval(&o, r#".status.conditions[?(@.type=="Ready")].status"#),
+            vec![json!("False")]
+        );
+        assert_eq!(
+            eval(&o, ".status.conditions[?(@.type=='Ready')].reason"),
+            vec![json!("PrefixConflict")]
+        );
         assert_eq!(eval(&o, ".status.conditions[*].type").len(), 2);
-        assert_eq!(eval(&o, ".status.conditions[-1].type"), vec![json!("Ready")]);
+        assert_eq!(
+            eval(&o, ".status.conditions[-1].type"),
+            vec![json!("Ready")]
+        );
         assert!(eval(&o, ".status.missing").is_empty());
     }
 

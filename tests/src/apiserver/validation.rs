@@ -48,7 +48,10 @@ fn to_json_schema(v: &Value) -> Value {
                 let converted = if k == "properties" || k == "patternProperties" {
                     match child {
                         Value::Object(props) => Value::Object(
-                            props.iter().map(|(n, s)| (n.clone(), to_json_schema(s))).collect(),
+                            props
+                                .iter()
+                                .map(|(n, s)| (n.clone(), to_json_schema(s)))
+                                .collect(),
                         ),
                         other => other.clone(),
                     }
@@ -129,7 +132,10 @@ impl Schema {
 
     fn each_rule(&self, s: &Value, f: &mut dyn FnMut(&str)) {
         if let Some(rules) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
-            rules.iter().filter_map(|r| r["rule"].as_str()).for_each(&mut *f);
+            rules
+                .iter()
+                .filter_map(|r| r["rule"].as_str())
+                .for_each(&mut *f);
         }
         for key in ["properties", "patternProperties"] {
             if let Some(props) = s.get(key).and_then(Value::as_object) {
@@ -153,11 +159,21 @@ impl Schema {
             let field = pointer_to_field(e.instance_path().as_str());
             if let jsonschema::error::ValidationErrorKind::Required { property } = e.kind() {
                 let name = property.as_str().unwrap_or_default();
-                let f = if field.is_empty() { name.to_string() } else { format!("{field}.{name}") };
+                let f = if field.is_empty() {
+                    name.to_string()
+                } else {
+                    format!("{field}.{name}")
+                };
                 errors.push((f, "Required value".into()));
                 continue;
             }
-            errors.push((field.clone(), format!("Invalid value: {}: {field} in body {e}", short(e.instance()))));
+            errors.push((
+                field.clone(),
+                format!(
+                    "Invalid value: {}: {field} in body {e}",
+                    short(e.instance())
+                ),
+            ));
         }
         if errors.is_empty() {
             cel_walk(&self.raw, obj, old, String::new(), &mut errors);
@@ -170,16 +186,20 @@ impl Schema {
 }
 
 fn prune(s: &Value, v: &mut Value, root: bool) {
-    if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) && s.get("properties").is_none() {
+    if s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+        && s.get("properties").is_none()
+    {
         return;
     }
     match v {
         Value::Object(m) => {
             let props = s.get("properties").and_then(Value::as_object);
             let additional = s.get("additionalProperties").filter(|a| a.is_object());
-            let keep_unknown = s.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+            let keep_unknown = s.get("x-kubernetes-preserve-unknown-fields")
+                == Some(&Value::Bool(true))
                 || s.get("additionalProperties") == Some(&Value::Bool(true));
-            let embedded = root || s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
+            let embedded =
+                root || s.get("x-kubernetes-embedded-resource") == Some(&Value::Bool(true));
             m.retain(|k, _| {
                 keep_unknown
                     || props.is_some_and(|p| p.contains_key(k))
@@ -258,10 +278,18 @@ fn eval_rule(rule: &str, this: &Value, old: Option<&Value>) -> Result<bool, Stri
     }
 }
 
-fn cel_walk(s: &Value, v: &Value, old: Option<&Value>, field: String, errors: &mut Vec<(String, String)>) {
+fn cel_walk(
+    s: &Value,
+    v: &Value,
+    old: Option<&Value>,
+    field: String,
+    errors: &mut Vec<(String, String)>,
+) {
     if let Some(rules) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
         for r in rules {
-            let Some(rule) = r["rule"].as_str() else { continue };
+            let Some(rule) = r["rule"].as_str() else {
+                continue;
+            };
             if rule.contains("oldSelf") && old.is_none() {
                 continue;
             }
@@ -278,11 +306,23 @@ fn cel_walk(s: &Value, v: &Value, old: Option<&Value>, field: String, errors: &m
                         .unwrap_or_else(|| format!("failed rule: {rule}"));
                     errors.push((at, format!("Invalid value: {}: {msg}", short(v))));
                 }
-                Err(e) => errors.push((at, format!("Invalid value: {}: rule {rule:?} failed to evaluate: {e}", short(v)))),
+                Err(e) => errors.push((
+                    at,
+                    format!(
+                        "Invalid value: {}: rule {rule:?} failed to evaluate: {e}",
+                        short(v)
+                    ),
+                )),
             }
         }
     }
-    let join = |k: &str| if field.is_empty() { k.to_string() } else { format!("{field}.{k}") };
+    let join = |k: &str| {
+        if field.is_empty() {
+            k.to_string()
+        } else {
+            format!("{field}.{k}")
+        }
+    };
     match v {
         Value::Object(m) => {
             let props = s.get("properties").and_then(Value::as_object);
@@ -338,7 +378,13 @@ mod tests {
     fn cel_rule_rejects_both_alternatives_with_its_message() {
         let mut o = json!({"spec": {"toolPrefix": "p", "baseUrl": "http://x", "serviceRef": {"name": "s"}}});
         let errs = schema().admit(&mut o, None).unwrap_err();
-        assert_eq!(errs, vec![("spec".to_string(), "Invalid value: \"object\": exactly one of baseUrl or serviceRef".to_string())]);
+        assert_eq!(
+            errs,
+            vec![(
+                "spec".to_string(),
+                "Invalid value: \"object\": exactly one of baseUrl or serviceRef".to_string()
+            )]
+        );
         let mut neither = json!({"spec": {"toolPrefix": "p"}});
         assert!(schema().admit(&mut neither, None).is_err());
         let mut one = json!({"spec": {"toolPrefix": "p", "baseUrl": "http://x"}});
@@ -366,12 +412,18 @@ mod tests {
         assert!(fields.contains(&"spec.mode"), "{errs:?}");
         let mut missing = json!({"spec": {"baseUrl": "x"}});
         let errs = schema().admit(&mut missing, None).unwrap_err();
-        assert_eq!(errs[0], ("spec.toolPrefix".to_string(), "Required value".to_string()));
+        assert_eq!(
+            errs[0],
+            ("spec.toolPrefix".to_string(), "Required value".to_string())
+        );
     }
 
     #[test]
     fn a_rule_that_does_not_parse_rejects_the_crd() {
-        let err = Schema::compile(&json!({"type": "object", "x-kubernetes-validations": [{"rule": "has(self.a"}]})).unwrap_err();
+        let err = Schema::compile(
+            &json!({"type": "object", "x-kubernetes-validations": [{"rule": "has(self.a"}]}),
+        )
+        .unwrap_err();
         assert!(err.contains("compilation failed"), "{err}");
     }
 }

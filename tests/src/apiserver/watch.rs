@@ -10,7 +10,8 @@
 //! (`ADDED`); `allowWatchBookmarks` sends `BOOKMARK` events carrying only
 //! `metadata.resourceVersion`; `sendInitialEvents=true` ends the initial
 //! events with a bookmark annotated `k8s.io/initial-events-end: "true"`;
-//! `timeoutSeconds` ends the stream.
+//! `timeoutSeconds` ends the stream; `Accept: ...;as=PartialObjectMetadata`
+//! streams metadata only.
 //! Simplified: bookmarks come every `bookmark_interval` (default 1s, the
 //! real server's is about a minute); a watcher that falls more than 8192
 //! events behind is disconnected (it resumes from its last resourceVersion,
@@ -27,7 +28,7 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::discovery::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{present, Change, ChangeKind};
+use super::store::{metadata_only, present, Change, ChangeKind};
 use super::State;
 
 pub(crate) struct WatchRequest {
@@ -41,6 +42,8 @@ pub(crate) struct WatchRequest {
     pub bookmarks: bool,
     pub send_initial: bool,
     pub timeout: Option<Duration>,
+    /// Objects as `PartialObjectMetadata` (kube's metadata watchers).
+    pub metadata_only: bool,
 }
 
 impl WatchRequest {
@@ -64,7 +67,14 @@ impl WatchRequest {
             ChangeKind::Deleted if now || before => "DELETED",
             _ => return None,
         };
-        Some(json!({"type": ty, "object": present(&c.object, &self.rt, &self.version)}))
+        Some(json!({"type": ty, "object": self.render(&c.object)}))
+    }
+
+    fn render(&self, o: &Value) -> Value {
+        match self.metadata_only {
+            true => metadata_only(o),
+            false => present(o, &self.rt, &self.version),
+        }
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Value {
@@ -94,7 +104,7 @@ pub(crate) fn start(state: Arc<State>, req: WatchRequest) -> Body {
         let from = req.resource_version.unwrap_or(store.rv());
         if req.resource_version.is_none() || req.send_initial {
             for o in store.all(&key).iter().filter(|o| req.matches(o)) {
-                initial.push(json!({"type": "ADDED", "object": present(o, &req.rt, &req.version)}));
+                initial.push(json!({"type": "ADDED", "object": req.render(o)}));
             }
         }
         match store.subscribe(&key, from) {
@@ -123,10 +133,8 @@ pub(crate) fn start(state: Arc<State>, req: WatchRequest) -> Body {
                 return;
             }
         }
-        if req.send_initial && req.bookmarks {
-            if !send(req.bookmark(last, true)).await {
-                return;
-            }
+        if req.send_initial && req.bookmarks && !send(req.bookmark(last, true)).await {
+            return;
         }
         for c in replay {
             last = c.rv;
@@ -141,7 +149,8 @@ pub(crate) fn start(state: Arc<State>, req: WatchRequest) -> Body {
         ticker.tick().await;
         let key = req.rt.storage_key();
         loop {
-            let sleep_until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86400));
+            let sleep_until = deadline
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86400));
             tokio::select! {
                 _ = tokio::time::sleep_until(sleep_until) => return,
                 _ = cut.changed() => return,

@@ -48,13 +48,16 @@ static SUBDOMAIN: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
         .expect("constant regex")
 });
-static LABEL: LazyLock<regex::Regex> =
-    LazyLock::new(|| regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").expect("constant regex"));
+static LABEL: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").expect("constant regex")
+});
 
 fn scope(rt: &ResourceType, status: bool) -> Scope {
     match status {
         true => Scope::Status,
-        false => Scope::Main { status_separate: rt.status },
+        false => Scope::Main {
+            status_separate: rt.status,
+        },
     }
 }
 
@@ -96,19 +99,31 @@ fn without_volatile(o: &Value) -> Value {
 impl Store {
     /// Kind-specific normalisation and admission shared by create and
     /// update; returns the kind a CRD defines, to register after commit.
-    fn admit(&mut self, rt: &ResourceType, obj: &mut Value, old: Option<&Value>, version: &str) -> Result<Option<ResourceType>, ApiError> {
+    fn admit(
+        &mut self,
+        rt: &ResourceType,
+        obj: &mut Value,
+        old: Option<&Value>,
+        version: &str,
+    ) -> Result<Option<ResourceType>, ApiError> {
         let name = meta_str(obj, "name").to_string();
         match (rt.group.as_str(), rt.plural.as_str()) {
             ("", "secrets") => {
-                if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+                if let Some(Value::Object(sd)) =
+                    obj.as_object_mut().and_then(|m| m.remove("stringData"))
+                {
                     for (k, v) in sd {
-                        let enc = base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or_default());
+                        let enc = base64::engine::general_purpose::STANDARD
+                            .encode(v.as_str().unwrap_or_default());
                         obj["data"][k] = json!(enc);
                     }
                 }
             }
             ("", "services") => {
-                let ty = obj["spec"]["type"].as_str().unwrap_or("ClusterIP").to_string();
+                let ty = obj["spec"]["type"]
+                    .as_str()
+                    .unwrap_or("ClusterIP")
+                    .to_string();
                 obj["spec"]["type"] = json!(ty);
                 if ty != "ExternalName" && obj["spec"]["clusterIP"].as_str().is_none() {
                     let n = self.rv() % 65000 + 10;
@@ -120,7 +135,8 @@ impl Store {
                 obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
             }
             ("apiextensions.k8s.io", "customresourcedefinitions") => {
-                let defined = resource_type_from_crd(obj).map_err(|causes| ApiError::invalid(&rt.group, &rt.kind, &name, &causes))?;
+                let defined = resource_type_from_crd(obj)
+                    .map_err(|causes| ApiError::invalid(&rt.group, &rt.kind, &name, &causes))?;
                 let then = old
                     .and_then(|o| o["status"]["conditions"][0]["lastTransitionTime"].as_str())
                     .map(String::from)
@@ -141,7 +157,11 @@ impl Store {
             _ => {}
         }
         if rt.custom {
-            if let Some(schema) = rt.schemas.get(version).or_else(|| rt.schemas.get(rt.storage_version())) {
+            if let Some(schema) = rt
+                .schemas
+                .get(version)
+                .or_else(|| rt.schemas.get(rt.storage_version()))
+            {
                 schema
                     .admit(obj, old)
                     .map_err(|causes| ApiError::invalid(&rt.group, &rt.kind, &name, &causes))?;
@@ -157,16 +177,37 @@ impl Store {
         }
     }
 
-    pub fn create(&mut self, rt: &Arc<ResourceType>, ns: &str, body: Value, ctx: &WriteCtx) -> Result<Value, ApiError> {
+    pub fn create(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        ns: &str,
+        body: Value,
+        ctx: &WriteCtx,
+    ) -> Result<Value, ApiError> {
         self.create_inner(rt, ns, body, ctx, true)
     }
 
-    fn create_inner(&mut self, rt: &Arc<ResourceType>, ns: &str, mut obj: Value, ctx: &WriteCtx, record: bool) -> Result<Value, ApiError> {
+    fn create_inner(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        ns: &str,
+        mut obj: Value,
+        ctx: &WriteCtx,
+        record: bool,
+    ) -> Result<Value, ApiError> {
         if !obj.is_object() {
-            return Err(ApiError::bad_request("the request body must be a JSON object"));
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
         }
-        if let Some(k) = obj["kind"].as_str().filter(|k| !k.is_empty() && *k != rt.kind) {
-            return Err(ApiError::bad_request(format!("the kind {k:?} does not match the resource {:?}", rt.plural)));
+        if let Some(k) = obj["kind"]
+            .as_str()
+            .filter(|k| !k.is_empty() && *k != rt.kind)
+        {
+            return Err(ApiError::bad_request(format!(
+                "the kind {k:?} does not match the resource {:?}",
+                rt.plural
+            )));
         }
         if !obj["metadata"].is_object() {
             obj["metadata"] = json!({});
@@ -187,12 +228,21 @@ impl Store {
         if name.is_empty() {
             let prefix = meta_str(&obj, "generateName").to_string();
             if prefix.is_empty() {
-                return Err(invalid(rt, "", "metadata.name", "Required value: name or generateName is required".into()));
+                return Err(invalid(
+                    rt,
+                    "",
+                    "metadata.name",
+                    "Required value: name or generateName is required".into(),
+                ));
             }
             name = format!("{prefix}{}", self.name_suffix());
             obj["metadata"]["name"] = json!(name);
         }
-        let (re, max) = if rt.plural == "namespaces" { (&*LABEL, 63) } else { (&*SUBDOMAIN, 253) };
+        let (re, max) = if rt.plural == "namespaces" {
+            (&*LABEL, 63)
+        } else {
+            (&*SUBDOMAIN, 253)
+        };
         if name.len() > max || !re.is_match(&name) {
             return Err(invalid(rt, &name, "metadata.name", format!("Invalid value: {name:?}: a lowercase RFC 1123 name must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
         }
@@ -202,7 +252,12 @@ impl Store {
         obj["apiVersion"] = json!(rt.api_version(rt.storage_version()));
         obj["kind"] = json!(rt.kind);
         if let Some(m) = obj["metadata"].as_object_mut() {
-            for k in ["resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+            for k in [
+                "resourceVersion",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+            ] {
                 m.remove(k);
             }
             if !record {
@@ -228,7 +283,12 @@ impl Store {
         if record {
             let av = rt.api_version(ctx.version);
             let now = now();
-            let w = Writer { manager: ctx.manager, scope: scope(rt, false), api_version: &av, now: &now };
+            let w = Writer {
+                manager: ctx.manager,
+                scope: scope(rt, false),
+                api_version: &av,
+                now: &now,
+            };
             patch::record_update(None, &mut obj, &w);
         }
         if ctx.dry_run {
@@ -240,24 +300,63 @@ impl Store {
     }
 
     /// PUT: replaces the object (or its status), honouring resourceVersion.
-    pub fn update(&mut self, rt: &Arc<ResourceType>, ns: &str, name: &str, body: Value, status: bool, ctx: &WriteCtx) -> Result<Value, ApiError> {
+    pub fn update(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        body: Value,
+        status: bool,
+        ctx: &WriteCtx,
+    ) -> Result<Value, ApiError> {
         let body_name = meta_str(&body, "name");
         if !body_name.is_empty() && body_name != name {
-            return Err(ApiError::bad_request(format!("the name of the object ({body_name}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
         }
         let old = self.get(rt, ns, name)?;
         self.finish(rt, old, body, status, ctx, false)
     }
 
-    pub fn patch(&mut self, rt: &Arc<ResourceType>, ns: &str, name: &str, body: PatchBody, status: bool, ctx: &WriteCtx) -> Result<Value, ApiError> {
+    pub fn patch(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        body: PatchBody,
+        status: bool,
+        ctx: &WriteCtx,
+    ) -> Result<Value, ApiError> {
         let old = self.get_raw(rt, ns, name).cloned();
         let av = rt.api_version(ctx.version);
         let now = now();
-        let w = Writer { manager: ctx.manager, scope: scope(rt, status), api_version: &av, now: &now };
+        let w = Writer {
+            manager: ctx.manager,
+            scope: scope(rt, status),
+            api_version: &av,
+            now: &now,
+        };
         let apply_err = |conflicts: Vec<patch::ApplyConflict>| {
-            let list: Vec<String> = conflicts.iter().map(|c| format!("conflict with {:?}: {}", c.manager, c.field)).collect();
-            let mut e = ApiError::conflict(&rt.group, &rt.plural, name, &format!("{} conflict{}: {}", list.len(), if list.len() == 1 { "" } else { "s" }, list.join(", ")));
-            e.message = format!("Apply failed with {}", e.message.split_once(": ").map(|x| x.1).unwrap_or_default());
+            let list: Vec<String> = conflicts
+                .iter()
+                .map(|c| format!("conflict with {:?}: {}", c.manager, c.field))
+                .collect();
+            let mut e = ApiError::conflict(
+                &rt.group,
+                &rt.plural,
+                name,
+                &format!(
+                    "{} conflict{}: {}",
+                    list.len(),
+                    if list.len() == 1 { "" } else { "s" },
+                    list.join(", ")
+                ),
+            );
+            e.message = format!(
+                "Apply failed with {}",
+                e.message.split_once(": ").map(|x| x.1).unwrap_or_default()
+            );
             e.details = Some(json!({"name": name, "group": rt.group, "kind": rt.plural,
                 "causes": conflicts.iter().map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {:?}", c.manager), "field": c.field})).collect::<Vec<_>>()}));
             e
@@ -297,14 +396,28 @@ impl Store {
             }
             PatchBody::Json(p) => {
                 let mut c = old.clone();
-                patch::json_patch(&mut c, p).map_err(|e| ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}")))?;
+                patch::json_patch(&mut c, p).map_err(|e| {
+                    ApiError::new(
+                        422,
+                        "Invalid",
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    )
+                })?;
                 (c, true)
             }
             PatchBody::Apply { object, force } => {
                 if let Some(k) = object["kind"].as_str().filter(|k| *k != rt.kind) {
-                    return Err(ApiError::bad_request(format!("the kind {k:?} does not match the resource {:?}", rt.plural)));
+                    return Err(ApiError::bad_request(format!(
+                        "the kind {k:?} does not match the resource {:?}",
+                        rt.plural
+                    )));
                 }
-                (patch::apply(Some(&old), object, force, &w).map_err(apply_err)?, false)
+                (
+                    patch::apply(Some(&old), object, force, &w).map_err(apply_err)?,
+                    false,
+                )
             }
         };
         self.finish(rt, old, candidate, status, ctx, !record)
@@ -312,10 +425,21 @@ impl Store {
 
     /// The common tail of update and patch: scope the change, keep system
     /// fields, admit, bump generation, and commit unless nothing changed.
-    fn finish(&mut self, rt: &Arc<ResourceType>, old: Value, candidate: Value, status: bool, ctx: &WriteCtx, applied: bool) -> Result<Value, ApiError> {
+    fn finish(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        old: Value,
+        candidate: Value,
+        status: bool,
+        ctx: &WriteCtx,
+        applied: bool,
+    ) -> Result<Value, ApiError> {
         let name = meta_str(&old, "name").to_string();
         let ns = meta_str(&old, "namespace").to_string();
-        if let Some(rv) = candidate["metadata"]["resourceVersion"].as_str().filter(|r| !r.is_empty()) {
+        if let Some(rv) = candidate["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|r| !r.is_empty())
+        {
             if rv != meta_str(&old, "resourceVersion") {
                 return Err(ApiError::modified(&rt.group, &rt.plural, &name));
             }
@@ -325,7 +449,10 @@ impl Store {
             Scope::Status => {
                 let mut n = old.clone();
                 n["status"] = candidate.get("status").cloned().unwrap_or(Value::Null);
-                if let Some(mf) = candidate["metadata"].get("managedFields").filter(|_| applied) {
+                if let Some(mf) = candidate["metadata"]
+                    .get("managedFields")
+                    .filter(|_| applied)
+                {
                     n["metadata"]["managedFields"] = mf.clone();
                 }
                 if n["status"].is_null() {
@@ -338,7 +465,9 @@ impl Store {
             Scope::Main { status_separate } => {
                 let mut n = candidate;
                 if !n.is_object() || !n["metadata"].is_object() {
-                    return Err(ApiError::bad_request("the request body must be an object with metadata"));
+                    return Err(ApiError::bad_request(
+                        "the request body must be an object with metadata",
+                    ));
                 }
                 if status_separate {
                     match old.get("status") {
@@ -353,7 +482,15 @@ impl Store {
                 n
             }
         };
-        for k in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        for k in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
             match old["metadata"].get(k) {
                 Some(v) => new["metadata"][k] = v.clone(),
                 None => {
@@ -377,17 +514,34 @@ impl Store {
         new["apiVersion"] = old["apiVersion"].clone();
         new["kind"] = old["kind"].clone();
         if old["metadata"]["deletionTimestamp"].is_string() {
-            let before = old["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-            let after = new["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+            let before = old["metadata"]["finalizers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let after = new["metadata"]["finalizers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             if after.iter().any(|f| !before.contains(f)) {
-                return Err(invalid(rt, &name, "metadata.finalizers", "Forbidden: no new finalizers can be added if the object is being deleted".into()));
+                return Err(invalid(
+                    rt,
+                    &name,
+                    "metadata.finalizers",
+                    "Forbidden: no new finalizers can be added if the object is being deleted"
+                        .into(),
+                ));
             }
         }
         let defined = self.admit(rt, &mut new, Some(&old), ctx.version)?;
         if !applied {
             let av = rt.api_version(ctx.version);
             let now = now();
-            let w = Writer { manager: ctx.manager, scope: sc, api_version: &av, now: &now };
+            let w = Writer {
+                manager: ctx.manager,
+                scope: sc,
+                api_version: &av,
+                now: &now,
+            };
             patch::record_update(Some(&old), &mut new, &w);
         }
         if rt.generation && spec_part(rt, &old) != spec_part(rt, &new) {
@@ -401,7 +555,9 @@ impl Store {
             return Ok(new);
         }
         let key = rt.storage_key();
-        let finalizers_done = new["metadata"]["finalizers"].as_array().is_none_or(|f| f.is_empty());
+        let finalizers_done = new["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(|f| f.is_empty());
         if new["metadata"]["deletionTimestamp"].is_string() && finalizers_done {
             let _ = ns;
             return Ok(self.remove(rt, new, old));
@@ -415,8 +571,14 @@ impl Store {
         let key = rt.storage_key();
         match (rt.group.as_str(), rt.plural.as_str()) {
             ("apiextensions.k8s.io", "customresourcedefinitions") => {
-                let group = obj["spec"]["group"].as_str().unwrap_or_default().to_string();
-                let plural = obj["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
+                let group = obj["spec"]["group"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let plural = obj["spec"]["names"]["plural"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 let ck = format!("{group}/{plural}");
                 for o in self.all(&ck) {
                     self.commit(&ck, ChangeKind::Deleted, o.clone(), Some(o));
@@ -427,7 +589,10 @@ impl Store {
                 let ns = meta_str(&obj, "name").to_string();
                 let stamp = now();
                 for (k, o) in self.all_in_namespace(&ns) {
-                    if o["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+                    if o["metadata"]["finalizers"]
+                        .as_array()
+                        .is_some_and(|f| !f.is_empty())
+                    {
                         if !o["metadata"]["deletionTimestamp"].is_string() {
                             let mut n = o.clone();
                             n["metadata"]["deletionTimestamp"] = json!(stamp);
@@ -446,7 +611,14 @@ impl Store {
 
     /// DELETE: returns the object and whether it is gone (false while
     /// finalizers hold it).
-    pub fn delete(&mut self, rt: &Arc<ResourceType>, ns: &str, name: &str, preconditions: &Value, ctx: &WriteCtx) -> Result<(Value, bool), ApiError> {
+    pub fn delete(
+        &mut self,
+        rt: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        preconditions: &Value,
+        ctx: &WriteCtx,
+    ) -> Result<(Value, bool), ApiError> {
         let old = self.get(rt, ns, name)?;
         for (k, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
             if let Some(want) = preconditions[k].as_str() {
@@ -456,7 +628,9 @@ impl Store {
                 }
             }
         }
-        let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        let has_finalizers = old["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
         if has_finalizers {
             if old["metadata"]["deletionTimestamp"].is_string() {
                 return Ok((old, false));

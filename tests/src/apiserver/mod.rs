@@ -17,7 +17,8 @@
 //! What is faithful and what is simplified is stated in each submodule:
 //! [`discovery`] (discovery documents, CRD registration), `store`
 //! (resourceVersions, paging, history), `write` (create/update/delete
-//! rules, status subresource, generation, finalizers), `patch` (merge,
+//! rules, status subresource, generation, finalizers), `kinds` (Secrets,
+//! namespaces, CRDs), `protobuf` and `openapi` (for kubectl), `patch` (merge,
 //! JSON and strategic merge patch, server-side apply and field ownership),
 //! `watch` (watch streams, bookmarks, 410 Gone), `validation` (CRD schema
 //! pruning, defaulting, validation and CEL rules), `table` (kubectl's
@@ -28,6 +29,7 @@
 
 pub mod discovery;
 mod http;
+mod kinds;
 mod openapi;
 mod patch;
 mod protobuf;

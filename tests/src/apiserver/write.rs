@@ -21,11 +21,10 @@
 //! collection and admission plugins do not exist; Services get a fake
 //! `clusterIP` and no endpoints.
 
-use base64::Engine;
 use serde_json::{json, Value};
 use std::sync::{Arc, LazyLock};
 
-use super::discovery::{resource_type_from_crd, ResourceType};
+use super::discovery::ResourceType;
 use super::patch::{self, Scope, Writer};
 use super::status::ApiError;
 use super::store::{now, ChangeKind, Store};
@@ -65,7 +64,7 @@ fn invalid(rt: &ResourceType, name: &str, field: &str, msg: String) -> ApiError 
     ApiError::invalid(&rt.group, &rt.kind, name, &[(field.to_string(), msg)])
 }
 
-fn meta_str<'a>(o: &'a Value, k: &str) -> &'a str {
+pub(crate) fn meta_str<'a>(o: &'a Value, k: &str) -> &'a str {
     o["metadata"][k].as_str().unwrap_or_default()
 }
 
@@ -97,79 +96,6 @@ fn without_volatile(o: &Value) -> Value {
 }
 
 impl Store {
-    /// Kind-specific normalisation and admission shared by create and
-    /// update; returns the kind a CRD defines, to register after commit.
-    fn admit(
-        &mut self,
-        rt: &ResourceType,
-        obj: &mut Value,
-        old: Option<&Value>,
-        version: &str,
-    ) -> Result<Option<ResourceType>, ApiError> {
-        let name = meta_str(obj, "name").to_string();
-        match (rt.group.as_str(), rt.plural.as_str()) {
-            ("", "secrets") => {
-                if let Some(Value::Object(sd)) =
-                    obj.as_object_mut().and_then(|m| m.remove("stringData"))
-                {
-                    for (k, v) in sd {
-                        let enc = base64::engine::general_purpose::STANDARD
-                            .encode(v.as_str().unwrap_or_default());
-                        obj["data"][k] = json!(enc);
-                    }
-                }
-            }
-            ("", "services") => {
-                let ty = obj["spec"]["type"]
-                    .as_str()
-                    .unwrap_or("ClusterIP")
-                    .to_string();
-                obj["spec"]["type"] = json!(ty);
-                if ty != "ExternalName" && obj["spec"]["clusterIP"].as_str().is_none() {
-                    let n = self.rv() % 65000 + 10;
-                    obj["spec"]["clusterIP"] = json!(format!("10.96.{}.{}", n / 250, n % 250 + 1));
-                }
-            }
-            ("", "namespaces") => {
-                obj["status"]["phase"] = json!("Active");
-                obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
-            }
-            ("apiextensions.k8s.io", "customresourcedefinitions") => {
-                let defined = resource_type_from_crd(obj)
-                    .map_err(|causes| ApiError::invalid(&rt.group, &rt.kind, &name, &causes))?;
-                let then = old
-                    .and_then(|o| o["status"]["conditions"][0]["lastTransitionTime"].as_str())
-                    .map(String::from)
-                    .unwrap_or_else(now);
-                let mut accepted = obj["spec"]["names"].clone();
-                accepted["singular"] = json!(defined.singular);
-                accepted["listKind"] = json!(format!("{}List", defined.kind));
-                obj["status"] = json!({
-                    "conditions": [
-                        {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": then},
-                        {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": then},
-                    ],
-                    "acceptedNames": accepted,
-                    "storedVersions": [defined.storage_version()],
-                });
-                return Ok(Some(defined));
-            }
-            _ => {}
-        }
-        if rt.custom {
-            if let Some(schema) = rt
-                .schemas
-                .get(version)
-                .or_else(|| rt.schemas.get(rt.storage_version()))
-            {
-                schema
-                    .admit(obj, old)
-                    .map_err(|causes| ApiError::invalid(&rt.group, &rt.kind, &name, &causes))?;
-            }
-        }
-        Ok(None)
-    }
-
     fn after_commit(&mut self, rt: &ResourceType, defined: Option<ResourceType>) {
         if let Some(d) = defined {
             debug_assert!(rt.plural == "customresourcedefinitions");
@@ -565,48 +491,6 @@ impl Store {
         let stored = self.commit(&key, ChangeKind::Modified, new, Some(old));
         self.after_commit(rt, defined);
         Ok(stored)
-    }
-
-    fn remove(&mut self, rt: &ResourceType, obj: Value, old: Value) -> Value {
-        let key = rt.storage_key();
-        match (rt.group.as_str(), rt.plural.as_str()) {
-            ("apiextensions.k8s.io", "customresourcedefinitions") => {
-                let group = obj["spec"]["group"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let plural = obj["spec"]["names"]["plural"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let ck = format!("{group}/{plural}");
-                for o in self.all(&ck) {
-                    self.commit(&ck, ChangeKind::Deleted, o.clone(), Some(o));
-                }
-                self.registry.unregister(&group, &plural);
-            }
-            ("", "namespaces") => {
-                let ns = meta_str(&obj, "name").to_string();
-                let stamp = now();
-                for (k, o) in self.all_in_namespace(&ns) {
-                    if o["metadata"]["finalizers"]
-                        .as_array()
-                        .is_some_and(|f| !f.is_empty())
-                    {
-                        if !o["metadata"]["deletionTimestamp"].is_string() {
-                            let mut n = o.clone();
-                            n["metadata"]["deletionTimestamp"] = json!(stamp);
-                            n["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                            self.commit(&k, ChangeKind::Modified, n, Some(o));
-                        }
-                    } else {
-                        self.commit(&k, ChangeKind::Deleted, o.clone(), Some(o));
-                    }
-                }
-            }
-            _ => {}
-        }
-        self.commit(&key, ChangeKind::Deleted, obj, Some(old))
     }
 
     /// DELETE: returns the object and whether it is gone (false while

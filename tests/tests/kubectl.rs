@@ -113,11 +113,8 @@ async fn kubectl_applies_a_crd_and_its_resource_server_side_then_gets_and_descri
     }
 
     let gvk = GroupVersionKind::gvk("example.toolgate.dev", "v1", "Gadget");
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        server.client().unwrap(),
-        "default",
-        &ApiResource::from_gvk_with_plural(&gvk, "gadgets"),
-    );
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client().unwrap(), "default", &ar);
     api.patch_status(
         "petstore",
         &PatchParams::apply("toolgate-operator"),
@@ -135,6 +132,25 @@ async fn kubectl_applies_a_crd_and_its_resource_server_side_then_gets_and_descri
         .collect();
     assert_eq!(&row[..3], &["petstore", "pets", "True"], "{table}");
 
+    let gadget = api.get("petstore").await.unwrap();
+    let recorder = kube::runtime::events::Recorder::new(
+        server.client().unwrap(),
+        kube::runtime::events::Reporter {
+            controller: "toolgate-operator".into(),
+            instance: None,
+        },
+    );
+    let event = kube::runtime::events::Event {
+        type_: kube::runtime::events::EventType::Normal,
+        reason: "Published".into(),
+        note: Some("catalog published with 12 tools".into()),
+        action: "Publish".into(),
+        secondary: None,
+    };
+    recorder
+        .publish(&event, &kube::Resource::object_ref(&gadget, &ar))
+        .await
+        .unwrap();
     let described = k.ok(&["describe", "gadget", "petstore"]).await;
     for want in [
         "Name:",
@@ -144,6 +160,7 @@ async fn kubectl_applies_a_crd_and_its_resource_server_side_then_gets_and_descri
         "Tool Prefix:",
         "pets",
         "12 tools published",
+        "catalog published with 12 tools",
     ] {
         assert!(
             described.contains(want),

@@ -64,6 +64,10 @@ impl ResourceType {
 
     /// The key objects of this type are stored under, shared by all versions.
     pub fn storage_key(&self) -> String {
+        if self.group == "events.k8s.io" && self.plural == "events" {
+            // One storage for both Event APIs, as in the real server.
+            return "/events".into();
+        }
         format!("{}/{}", self.group, self.plural)
     }
 

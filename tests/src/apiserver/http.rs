@@ -332,6 +332,7 @@ fn dispatch(
                     .ok()
                     .map(Duration::from_secs),
                 metadata_only: as_metadata,
+                table: as_table.then(|| include.to_string()),
             };
             let body = watch::start(state.clone(), req);
             Ok(Response::builder()

@@ -7,6 +7,9 @@
 //! `acceptedNames` and `storedVersions`, and (un)register their kind;
 //! deleting a CRD deletes its objects; custom resources are pruned,
 //! defaulted and validated against their version's schema.
+//! `events.k8s.io/v1` Events and core `v1` Events are one storage, each
+//! served in its own shape (`regarding` is `involvedObject`, `note` is
+//! `message`, …), so events a controller records show in `kubectl describe`.
 //! Simplified: deleting a namespace removes its objects at once (objects
 //! with finalizers only get `deletionTimestamp`), without a Terminating
 //! phase; Services get a fake `clusterIP` and no endpoints; CRD names are
@@ -19,6 +22,46 @@ use super::discovery::{resource_type_from_crd, ResourceType};
 use super::status::ApiError;
 use super::store::{now, ChangeKind, Store};
 use super::write::meta_str;
+
+/// events.k8s.io/v1 field names and their core/v1 counterparts.
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("reportingController", "reportingComponent"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+];
+
+fn is_events_api(rt: &ResourceType) -> bool {
+    rt.group == "events.k8s.io" && rt.plural == "events"
+}
+
+fn rename(v: &mut Value, from_to: impl Iterator<Item = (&'static str, &'static str)>) {
+    if let Some(m) = v.as_object_mut() {
+        for (from, to) in from_to {
+            if let Some(x) = m.remove(from) {
+                m.insert(to.to_string(), x);
+            }
+        }
+    }
+}
+
+/// The stored form of an object received for `rt`.
+pub(crate) fn to_storage(rt: &ResourceType, v: &mut Value) {
+    if is_events_api(rt) {
+        rename(v, EVENT_FIELDS.iter().copied());
+    }
+}
+
+/// The form `rt` serves a stored object in.
+pub(crate) fn to_external(rt: &ResourceType, mut v: Value) -> Value {
+    if is_events_api(rt) {
+        rename(&mut v, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));
+    }
+    v
+}
 
 impl Store {
     /// Kind-specific normalisation and admission shared by create and

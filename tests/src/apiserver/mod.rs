@@ -92,6 +92,7 @@ pub(crate) struct Options {
     pub listen: SocketAddr,
     pub bookmark_interval: Duration,
     pub history_limit: usize,
+    pub history_bytes_limit: usize,
 }
 
 pub(crate) struct State {
@@ -132,6 +133,7 @@ impl Default for ApiServer {
                 listen: SocketAddr::from(([127, 0, 0, 1], 0)),
                 bookmark_interval: Duration::from_secs(1),
                 history_limit: 100_000,
+                history_bytes_limit: 256 << 20,
             },
         }
     }
@@ -164,6 +166,13 @@ impl ApiServer {
         self
     }
 
+    /// Roughly how many bytes of past object versions history keeps
+    /// (default 256 MiB); the oldest go first, as etcd compaction would.
+    pub fn history_bytes_limit(mut self, bytes: usize) -> Self {
+        self.options.history_bytes_limit = bytes;
+        self
+    }
+
     pub async fn serve(self) -> Result<ApiServerHandle, StartError> {
         let addr = self.options.listen;
         let listener = tokio::net::TcpListener::bind(addr)
@@ -172,7 +181,7 @@ impl ApiServer {
         let local = listener
             .local_addr()
             .map_err(|source| StartError::Bind { addr, source })?;
-        let store = Store::new(self.options.history_limit);
+        let store = Store::new(self.options.history_limit, self.options.history_bytes_limit);
         let (cut, _) = tokio::sync::watch::channel(0u64);
         let state = Arc::new(State {
             published: store.published(),

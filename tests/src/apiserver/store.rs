@@ -5,8 +5,9 @@
 //! (every write takes the next number; lists report the current one); lists
 //! are sorted by namespace/name; `limit`/`continue` paging keeps the first
 //! page's resourceVersion so a watch from it sees every change made while
-//! paging; history older than the retained window (or compacted) answers
-//! 410 Gone, for watches and for `continue` tokens alike.
+//! paging; history older than the retained window (by count of changes and
+//! by approximate bytes, like etcd's compaction) or explicitly compacted
+//! answers 410 Gone, for watches and for `continue` tokens alike.
 //! Simplified: a watch's replay is read from an in-memory log instead of
 //! etcd, and `resourceVersionMatch` on lists is ignored (lists always serve
 //! the latest state).
@@ -37,6 +38,22 @@ pub(crate) struct Change {
     pub kind: ChangeKind,
     pub object: Value,
     pub old: Option<Value>,
+    /// Approximate bytes this change keeps alive in history.
+    size: usize,
+}
+
+fn approx_size(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len() + 8,
+        Value::Array(a) => a.iter().map(approx_size).sum::<usize>() + 8,
+        Value::Object(m) => {
+            m.iter()
+                .map(|(k, v)| k.len() + approx_size(v))
+                .sum::<usize>()
+                + 8
+        }
+        _ => 8,
+    }
 }
 
 pub(crate) type ObjKey = (String, String);
@@ -53,6 +70,8 @@ pub(crate) struct Store {
     /// Watches and continue tokens from before this version get 410 Gone.
     compacted: u64,
     history_limit: usize,
+    history_bytes: usize,
+    history_bytes_limit: usize,
     tx: broadcast::Sender<Arc<Change>>,
     /// The resourceVersion of the last change sent to `tx`, readable without
     /// the lock (for bookmarks).
@@ -69,7 +88,7 @@ pub(crate) struct Page {
 }
 
 impl Store {
-    pub fn new(history_limit: usize) -> Self {
+    pub fn new(history_limit: usize, history_bytes_limit: usize) -> Self {
         let (tx, _) = broadcast::channel(8192);
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -83,6 +102,8 @@ impl Store {
             history: VecDeque::new(),
             compacted: 0,
             history_limit: history_limit.max(1),
+            history_bytes: 0,
+            history_bytes_limit,
             tx,
             published: Arc::new(AtomicU64::new(0)),
             seed,
@@ -163,17 +184,24 @@ impl Store {
                 objects.insert(ok, object.clone());
             }
         }
+        let size = approx_size(&object) + old.as_ref().map_or(0, approx_size);
         let change = Arc::new(Change {
             rv: self.rv,
             key: key.to_string(),
             kind,
             object: object.clone(),
             old,
+            size,
         });
         self.history.push_back(change.clone());
-        while self.history.len() > self.history_limit {
+        self.history_bytes += size;
+        // Big objects (catalog chunks) would otherwise pile up in history.
+        while self.history.len() > self.history_limit
+            || (self.history_bytes > self.history_bytes_limit && self.history.len() > 1)
+        {
             if let Some(c) = self.history.pop_front() {
                 self.compacted = c.rv;
+                self.history_bytes -= c.size;
             }
         }
         // No receivers is fine: nobody is watching.
@@ -185,6 +213,7 @@ impl Store {
     /// Drops all history: watches from any earlier version now get 410.
     pub fn compact(&mut self) -> u64 {
         self.history.clear();
+        self.history_bytes = 0;
         self.compacted = self.rv;
         self.rv
     }
@@ -333,7 +362,7 @@ pub(crate) fn metadata_only(obj: &Value) -> Value {
 
 /// `obj` as served at `version` of its kind.
 pub(crate) fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
-    let mut o = obj.clone();
+    let mut o = super::kinds::to_external(rt, obj.clone());
     o["apiVersion"] = json!(rt.api_version(version));
     o["kind"] = json!(rt.kind);
     o

@@ -11,7 +11,7 @@
 //! `metadata.resourceVersion`; `sendInitialEvents=true` ends the initial
 //! events with a bookmark annotated `k8s.io/initial-events-end: "true"`;
 //! `timeoutSeconds` ends the stream; `Accept: ...;as=PartialObjectMetadata`
-//! streams metadata only.
+//! streams metadata only, `as=Table` one-row Tables (`kubectl get -w`).
 //! Simplified: bookmarks come every `bookmark_interval` (default 1s, the
 //! real server's is about a minute); a watcher that falls more than 8192
 //! events behind is disconnected (it resumes from its last resourceVersion,
@@ -29,6 +29,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::discovery::ResourceType;
 use super::selector::{FieldSelector, LabelSelector};
 use super::store::{metadata_only, present, Change, ChangeKind};
+use super::table::table;
 use super::State;
 
 pub(crate) struct WatchRequest {
@@ -44,6 +45,8 @@ pub(crate) struct WatchRequest {
     pub timeout: Option<Duration>,
     /// Objects as `PartialObjectMetadata` (kube's metadata watchers).
     pub metadata_only: bool,
+    /// Objects as one-row Tables with this `includeObject` (`kubectl get -w`).
+    pub table: Option<String>,
 }
 
 impl WatchRequest {
@@ -71,6 +74,13 @@ impl WatchRequest {
     }
 
     fn render(&self, o: &Value) -> Value {
+        if let Some(include) = &self.table {
+            let rv = o["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or_default();
+            let obj = present(o, &self.rt, &self.version);
+            return table(&self.rt, &self.version, &[obj], rv, include);
+        }
         match self.metadata_only {
             true => metadata_only(o),
             false => present(o, &self.rt, &self.version),

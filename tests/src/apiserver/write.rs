@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use std::sync::{Arc, LazyLock};
 
 use super::discovery::ResourceType;
+use super::kinds;
 use super::patch::{self, Scope, Writer};
 use super::status::ApiError;
 use super::store::{now, ChangeKind, Store};
@@ -126,6 +127,7 @@ impl Store {
                 "the request body must be a JSON object",
             ));
         }
+        kinds::to_storage(rt, &mut obj);
         if let Some(k) = obj["kind"]
             .as_str()
             .filter(|k| !k.is_empty() && *k != rt.kind)
@@ -242,6 +244,8 @@ impl Store {
             )));
         }
         let old = self.get(rt, ns, name)?;
+        let mut body = body;
+        kinds::to_storage(rt, &mut body);
         self.finish(rt, old, body, status, ctx, false)
     }
 
@@ -311,17 +315,19 @@ impl Store {
                 _ => Err(ApiError::not_found(&rt.group, &rt.plural, name)),
             };
         };
-        let (candidate, record) = match body {
+        // Patches address the served shape, which may differ from storage.
+        let served = kinds::to_external(rt, old.clone());
+        let (mut candidate, record) = match body {
             PatchBody::Merge(p) | PatchBody::Strategic(p) => {
                 if !p.is_object() {
                     return Err(ApiError::bad_request("a merge patch must be a JSON object"));
                 }
-                let mut c = old.clone();
+                let mut c = served;
                 patch::merge_patch(&mut c, p, matches!(body, PatchBody::Strategic(_)));
                 (c, true)
             }
             PatchBody::Json(p) => {
-                let mut c = old.clone();
+                let mut c = served;
                 patch::json_patch(&mut c, p).map_err(|e| {
                     ApiError::new(
                         422,
@@ -341,11 +347,12 @@ impl Store {
                     )));
                 }
                 (
-                    patch::apply(Some(&old), object, force, &w).map_err(apply_err)?,
+                    patch::apply(Some(&served), object, force, &w).map_err(apply_err)?,
                     false,
                 )
             }
         };
+        kinds::to_storage(rt, &mut candidate);
         self.finish(rt, old, candidate, status, ctx, !record)
     }
 

@@ -442,3 +442,57 @@ async fn delete_collection_removes_only_matching_objects() {
         .collect();
     assert_eq!(left, vec!["c"]);
 }
+
+#[tokio::test]
+async fn events_recorded_through_events_k8s_io_are_core_events_too() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let target = api
+        .create(&PostParams::default(), &cm("spec", &[], &[]))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "toolgate-operator".into(),
+            instance: Some("pod-1".into()),
+        },
+    );
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "SpecInvalid".into(),
+        note: Some("openapi.json: not an OpenAPI document".into()),
+        action: "Compile".into(),
+        secondary: None,
+    };
+    let reference = kube::Resource::object_ref(&target, &());
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let found = core
+        .list(&ListParams::default().fields(&format!(
+            "involvedObject.name=spec,involvedObject.uid={}",
+            target.uid().unwrap()
+        )))
+        .await
+        .unwrap();
+    assert_eq!(
+        found.items.len(),
+        1,
+        "the repeat became a series, not a new event"
+    );
+    let e = &found.items[0];
+    assert_eq!(
+        e.message.as_deref(),
+        Some("openapi.json: not an OpenAPI document")
+    );
+    assert_eq!(e.reporting_component.as_deref(), Some("toolgate-operator"));
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    let new: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client, "default");
+    let same = new.get(&e.name_any()).await.unwrap();
+    assert_eq!(same.regarding.unwrap().name.as_deref(), Some("spec"));
+    assert_eq!(same.series.map(|s| s.count), Some(2));
+}

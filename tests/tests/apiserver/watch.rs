@@ -228,3 +228,46 @@ async fn a_watch_ends_after_timeout_seconds() {
         "{took:?}"
     );
 }
+
+#[tokio::test]
+async fn history_is_bounded_in_bytes_and_older_versions_get_410() {
+    let s = ApiServer::builder()
+        .history_bytes_limit(200_000)
+        .serve()
+        .await
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(s.client().unwrap(), "default");
+    let big = "x".repeat(50_000);
+    let first = api
+        .create(&PostParams::default(), &cm("big", &[], &[("blob", &big)]))
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let value = format!("{i}{big}");
+        api.patch(
+            "big",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"blob": value}})),
+        )
+        .await
+        .unwrap();
+    }
+    let mut stream = api
+        .watch(&WatchParams::default(), &first.resource_version().unwrap())
+        .await
+        .unwrap()
+        .boxed();
+    match stream.try_next().await.unwrap() {
+        Some(WatchEvent::Error(e)) => assert_eq!(e.code, 410),
+        other => panic!("expected 410 Gone, got {other:?}"),
+    }
+    let recent = api.get("big").await.unwrap().resource_version().unwrap();
+    let mut ok = api
+        .watch(&WatchParams::default().timeout(1), &recent)
+        .await
+        .unwrap()
+        .boxed();
+    while let Some(ev) = ok.try_next().await.unwrap() {
+        assert!(matches!(ev, WatchEvent::Bookmark(_)), "{ev:?}");
+    }
+}

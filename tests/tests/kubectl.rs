@@ -76,8 +76,24 @@ async fn kubectl_applies_a_crd_and_its_resource_server_side_then_gets_and_descri
     let k = Kubectl::new(&server);
     let crd = fixture("gadget-crd.yaml");
     let cr = fixture("gadget.yaml");
-    let out = k.ok(&["apply", "--server-side", "-f", &crd]).await;
-    assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/gadgets.example.toolgate.dev serverside-applied"), "{out}");
+    // As against a real cluster: kubectl resolves every kind before
+    // applying, so the new kind's resource fails the first time.
+    let first = k
+        .run(&["apply", "--server-side", "-f", &crd, "-f", &cr])
+        .await;
+    assert!(!first.ok);
+    assert!(
+        first.stdout.contains(
+            "customresourcedefinition.apiextensions.k8s.io/gadgets.example.toolgate.dev serverside-applied"
+        ),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first.stderr.contains("ensure CRDs are installed first"),
+        "{}",
+        first.stderr
+    );
     let out = k
         .ok(&["apply", "--server-side", "-f", &crd, "-f", &cr])
         .await;
@@ -344,5 +360,45 @@ async fn the_fake_apiserver_binary_prints_its_url_and_writes_a_usable_kubeconfig
         "namespace/default",
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_prints_rows_as_objects_change() {
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server);
+    k.ok(&["create", "configmap", "first", "--from-literal=a=b"])
+        .await;
+    let mut cmd = Command::new(kubectl_path());
+    cmd.arg("--kubeconfig")
+        .arg(k.config())
+        .arg("--cache-dir")
+        .arg(k.dir.path().join("cache"));
+    cmd.args(["get", "configmaps", "--watch", "--request-timeout=3s"]);
+    let watching = tokio::task::spawn_blocking(move || cmd.output());
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    k.ok(&[
+        "create",
+        "configmap",
+        "second",
+        "--from-literal=a=b",
+        "--from-literal=c=d",
+    ])
+    .await;
+    let out = watching.await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows.first().map(|r| r[..3].to_vec()),
+        Some(vec!["NAME", "DATA", "AGE"]),
+        "{text}"
+    );
+    assert!(rows.iter().any(|r| r[..2] == ["first", "1"]), "{text}");
+    assert!(
+        rows.iter().any(|r| r[..2] == ["second", "2"]),
+        "the watch printed the new row:\n{text}"
     );
 }

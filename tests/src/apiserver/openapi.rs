@@ -8,9 +8,15 @@
 //! resource with `x-kubernetes-group-version-kind` on its operations, and
 //! custom resources' `openAPIV3Schema` under `components.schemas` (enough
 //! for `kubectl explain` on them).
+//! `/openapi/v2` is an empty Swagger document (protobuf or JSON, as asked):
+//! kubectl falls back to it for kinds the v3 index lacks (a CRD applied in
+//! the same command) and, finding no schema, leaves the error to kind
+//! resolution ("ensure CRDs are installed first"), as against a real server.
 //! Simplified: built-in kinds have no schemas; operations list only the
-//! query parameters kubectl inspects; `/openapi/v2` is not served.
+//! query parameters kubectl inspects.
 
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
 use super::discovery::{fnv, Registry, ResourceType};
@@ -103,4 +109,19 @@ pub(crate) fn root(reg: &Registry) -> Value {
         );
     }
     json!({"paths": paths})
+}
+
+/// `/openapi/v2`: an empty document. In protobuf (gnostic's
+/// `openapi_v2.Document`) an empty message is zero bytes.
+pub(crate) fn v2(accept: &str) -> Response {
+    if accept.contains("protobuf") {
+        let ct = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+        return ([(header::CONTENT_TYPE, ct)], Vec::<u8>::new()).into_response();
+    }
+    let doc = json!({"swagger": "2.0", "info": {"title": "Kubernetes", "version": "v1.32.0"}, "paths": {}, "definitions": {}});
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        doc.to_string(),
+    )
+        .into_response()
 }

@@ -271,10 +271,12 @@ fn eval_rule(rule: &str, this: &Value, old: Option<&Value>) -> Result<bool, Stri
     if let Some(o) = old {
         ctx.add_variable_from_value("oldSelf", to_cel(o)?);
     }
-    match program.execute(&ctx) {
-        Ok(CelValue::Bool(b)) => Ok(b),
-        Ok(other) => Err(format!("rule did not evaluate to a bool: {other:?}")),
-        Err(e) => Err(e.to_string()),
+    let run = std::panic::AssertUnwindSafe(|| program.execute(&ctx));
+    match std::panic::catch_unwind(run) {
+        Ok(Ok(CelValue::Bool(b))) => Ok(b),
+        Ok(Ok(other)) => Err(format!("rule did not evaluate to a bool: {other:?}")),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the CEL interpreter failed on this rule".into()),
     }
 }
 

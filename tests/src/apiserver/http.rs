@@ -40,7 +40,11 @@ use super::write::{PatchBody, WriteCtx};
 use super::{RequestKey, State};
 
 pub(crate) fn router(state: Arc<State>) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    // The real server refuses bodies over 3 MiB.
+    Router::new()
+        .fallback(handle)
+        .layer(axum::extract::DefaultBodyLimit::max(3 << 20))
+        .with_state(state)
 }
 
 /// Parses a JSON body through `Value`'s `FromStr`, which is compiled (and

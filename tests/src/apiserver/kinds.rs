@@ -1,6 +1,10 @@
 //! Kind-specific behaviour of built-in kinds and of CustomResourceDefinitions.
 //!
-//! Faithful: Secret `stringData` is folded into base64 `data`; namespaces
+//! Faithful: label keys and values and annotation keys are validated
+//! (qualified names, 63-character values, 256 KiB of annotations);
+//! ConfigMap and Secret keys must be config keys and their payload at most
+//! 1 MiB (base64 fields counted decoded); Secret `stringData` is folded
+//! into base64 `data`; namespaces
 //! get `status.phase: Active` and the `kubernetes.io/metadata.name` label;
 //! CRDs are checked (group, names, scope, versions, schemas and CEL rules
 //! compile), get `NamesAccepted` and `Established` conditions,
@@ -15,6 +19,8 @@
 //! phase; Services get a fake `clusterIP` and no endpoints; CRD names are
 //! accepted without checking conflicts with other CRDs.
 
+use std::sync::LazyLock;
+
 use base64::Engine;
 use serde_json::{json, Value};
 
@@ -22,6 +28,115 @@ use super::discovery::{resource_type_from_crd, ResourceType};
 use super::status::ApiError;
 use super::store::{now, ChangeKind, Store};
 use super::write::meta_str;
+
+static QUALIFIED_NAME: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("constant regex")
+});
+static LABEL_VALUE: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$").expect("constant regex")
+});
+pub(crate) static SUBDOMAIN: LazyLock<regex::Regex> = LazyLock::new(|| {
+    regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+        .expect("constant regex")
+});
+static CONFIG_KEY: LazyLock<regex::Regex> =
+    LazyLock::new(|| regex::Regex::new(r"^[-._a-zA-Z0-9]+$").expect("constant regex"));
+
+/// The 1 MiB limit on ConfigMap and Secret payloads.
+const MAX_DATA_BYTES: usize = 1 << 20;
+const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+
+fn key_problem(key: &str) -> Option<String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() || p.len() > 253 || !SUBDOMAIN.is_match(p) {
+            return Some("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character".into());
+        }
+    }
+    if name.is_empty() || name.len() > 63 || !QUALIFIED_NAME.is_match(name) {
+        return Some("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character; at most 63 characters".into());
+    }
+    None
+}
+
+/// Label and annotation rules every kind shares.
+fn validate_metadata(obj: &Value) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    if let Some(labels) = obj["metadata"]["labels"].as_object() {
+        for (k, v) in labels {
+            if let Some(p) = key_problem(k) {
+                causes.push((
+                    "metadata.labels".into(),
+                    format!("Invalid value: {k:?}: {p}"),
+                ));
+            }
+            let v = v.as_str().unwrap_or_default();
+            if v.len() > 63 {
+                causes.push((
+                    format!("metadata.labels[{k}]"),
+                    format!("Invalid value: {v:?}: must be no more than 63 characters"),
+                ));
+            } else if !LABEL_VALUE.is_match(v) {
+                causes.push((format!("metadata.labels[{k}]"), format!("Invalid value: {v:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character")));
+            }
+        }
+    }
+    if let Some(annotations) = obj["metadata"]["annotations"].as_object() {
+        let mut total = 0;
+        for (k, v) in annotations {
+            if let Some(p) = key_problem(k) {
+                causes.push((
+                    "metadata.annotations".into(),
+                    format!("Invalid value: {k:?}: {p}"),
+                ));
+            }
+            total += k.len() + v.as_str().map_or(0, str::len);
+        }
+        if total > MAX_ANNOTATION_BYTES {
+            causes.push((
+                "metadata.annotations".into(),
+                format!("Too long: must have at most {MAX_ANNOTATION_BYTES} bytes"),
+            ));
+        }
+    }
+    causes
+}
+
+fn decoded_len(b64: &str) -> usize {
+    let pad = b64.bytes().rev().take_while(|b| *b == b'=').count();
+    (b64.len() / 4 * 3).saturating_sub(pad)
+}
+
+/// ConfigMap/Secret keys and the 1 MiB total (base64 fields counted
+/// decoded), as the real validation counts them.
+fn validate_data(obj: &Value, fields: &[&str]) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    let mut total = 0;
+    let secret = fields.contains(&"stringData");
+    for f in fields {
+        let Some(m) = obj[*f].as_object() else {
+            continue;
+        };
+        let base64 = *f == "binaryData" || (secret && *f == "data");
+        for (k, v) in m {
+            if !CONFIG_KEY.is_match(k) || k.len() > 253 {
+                causes.push((format!("{f}[{k}]"), format!("Invalid value: {k:?}: a valid config key must consist of alphanumeric characters, '-', '_' or '.'")));
+            }
+            let s = v.as_str().unwrap_or_default();
+            total += if base64 { decoded_len(s) } else { s.len() };
+        }
+    }
+    if total > MAX_DATA_BYTES {
+        causes.push((
+            "[]".into(),
+            format!("Too long: must have at most {MAX_DATA_BYTES} bytes"),
+        ));
+    }
+    causes
+}
 
 /// events.k8s.io/v1 field names and their core/v1 counterparts.
 const EVENT_FIELDS: &[(&str, &str)] = &[
@@ -74,6 +189,15 @@ impl Store {
         version: &str,
     ) -> Result<Option<ResourceType>, ApiError> {
         let name = meta_str(obj, "name").to_string();
+        let mut causes = validate_metadata(obj);
+        match (rt.group.as_str(), rt.plural.as_str()) {
+            ("", "configmaps") => causes.extend(validate_data(obj, &["data", "binaryData"])),
+            ("", "secrets") => causes.extend(validate_data(obj, &["data", "stringData"])),
+            _ => {}
+        }
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(&rt.group, &rt.kind, &name, &causes));
+        }
         match (rt.group.as_str(), rt.plural.as_str()) {
             ("", "secrets") => {
                 if let Some(Value::Object(sd)) =

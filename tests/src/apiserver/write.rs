@@ -44,10 +44,6 @@ pub(crate) enum PatchBody<'a> {
     Apply { object: &'a Value, force: bool },
 }
 
-static SUBDOMAIN: LazyLock<regex::Regex> = LazyLock::new(|| {
-    regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-        .expect("constant regex")
-});
 static LABEL: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$").expect("constant regex")
 });
@@ -169,7 +165,7 @@ impl Store {
         let (re, max) = if rt.plural == "namespaces" {
             (&*LABEL, 63)
         } else {
-            (&*SUBDOMAIN, 253)
+            (&*kinds::SUBDOMAIN, 253)
         };
         if name.len() > max || !re.is_match(&name) {
             return Err(invalid(rt, &name, "metadata.name", format!("Invalid value: {name:?}: a lowercase RFC 1123 name must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
@@ -340,6 +336,13 @@ impl Store {
                 (c, true)
             }
             PatchBody::Apply { object, force } => {
+                // A resourceVersion in the applied configuration is a
+                // precondition, as for updates.
+                if let Some(rv) = object["metadata"]["resourceVersion"].as_str() {
+                    if rv != meta_str(&old, "resourceVersion") {
+                        return Err(ApiError::modified(&rt.group, &rt.plural, name));
+                    }
+                }
                 if let Some(k) = object["kind"].as_str().filter(|k| *k != rt.kind) {
                     return Err(ApiError::bad_request(format!(
                         "the kind {k:?} does not match the resource {:?}",

@@ -496,3 +496,76 @@ async fn events_recorded_through_events_k8s_io_are_core_events_too() {
     assert_eq!(same.regarding.unwrap().name.as_deref(), Some("spec"));
     assert_eq!(same.series.map(|s| s.count), Some(2));
 }
+
+#[tokio::test]
+async fn object_validation_matches_the_real_limits() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let long_value = "a".repeat(64);
+    let (code, _, message) = api_status(
+        api.create(
+            &PostParams::default(),
+            &cm("l", &[("toolgate.dev/hash", &long_value)], &[]),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("must be no more than 63 characters"),
+        "{message}"
+    );
+    let (code, _, _) = api_status(
+        api.create(&PostParams::default(), &cm("k", &[("bad key!", "x")], &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+
+    // A 900 KiB chunk fits; 1 MiB + 1 byte of payload does not.
+    let chunk = "A".repeat(900 * 1024 / 3 * 4);
+    let ok = json!({"apiVersion": "v1", "kind": "ConfigMap", "binaryData": {"chunk": chunk}});
+    api.patch("chunk", &PatchParams::apply("op"), &Patch::Apply(ok))
+        .await
+        .unwrap();
+    let too_big = "x".repeat((1 << 20) + 1);
+    let (code, _, message) = api_status(
+        api.create(&PostParams::default(), &cm("big", &[], &[("k", &too_big)]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+    assert!(
+        message.contains("Too long: must have at most 1048576 bytes"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_resource_version_in_an_applied_configuration_is_a_precondition() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let first = api
+        .patch(
+            "p",
+            &PatchParams::apply("m"),
+            &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "1"}})),
+        )
+        .await
+        .unwrap();
+    let rv = first.resource_version().unwrap();
+    api.patch(
+        "p",
+        &PatchParams::apply("m"),
+        &Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "2"}})),
+    )
+    .await
+    .unwrap();
+    let stale = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"resourceVersion": rv}, "data": {"a": "3"}});
+    let (code, reason, _) = api_status(
+        api.patch("p", &PatchParams::apply("m"), &Patch::Apply(stale))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+}

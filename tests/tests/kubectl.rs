@@ -402,3 +402,18 @@ async fn kubectl_get_watch_prints_rows_as_objects_change() {
         "the watch printed the new row:\n{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_from_a_kubeconfig_as_a_user_are_counted_as_that_user() {
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server);
+    std::fs::write(k.config(), server.kubeconfig_as("ops")).unwrap();
+    k.ok(&["get", "configmaps"]).await;
+    assert!(
+        server.count(|r| r.user == "ops" && r.verb == "list" && r.resource == "configmaps") >= 1
+    );
+    assert_eq!(
+        server.count(|r| r.user.is_empty() && r.resource == "configmaps"),
+        0
+    );
+}

@@ -13,7 +13,8 @@
 //! `as=PartialObjectMetadata`. Responses are always JSON (clients that
 //! prefer protobuf accept it); protobuf request bodies are decoded for the
 //! kinds kubectl's generators send (see `protobuf`).
-//! Simplified: no authentication or authorization; OpenAPI documents are
+//! Simplified: no authentication or authorization (an impersonated user,
+//! bearer token or basic user name is only recorded, as `RequestKey::user`); OpenAPI documents are
 //! minimal (see `openapi`); the legacy
 //! `/api/v1/watch/...` paths are not served.
 
@@ -122,6 +123,21 @@ fn parse_resource<'a>(group: &'a str, version: &'a str, rest: &[&'a str]) -> Opt
     })
 }
 
+/// The identity a request claims; nothing is verified.
+fn user_of(authorization: &str) -> String {
+    if let Some(token) = authorization.strip_prefix("Bearer ") {
+        return token.trim().to_string();
+    }
+    if let Some(basic) = authorization.strip_prefix("Basic ") {
+        use base64::Engine;
+        if let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(basic.trim()) {
+            let text = String::from_utf8_lossy(&raw);
+            return text.split(':').next().unwrap_or_default().to_string();
+        }
+    }
+    String::new()
+}
+
 fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
     headers
         .get(name)
@@ -214,6 +230,13 @@ fn dispatch(
             String::new()
         },
         user_agent: user_agent.into(),
+        user: match headers
+            .get("impersonate-user")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(u) => u.to_string(),
+            None => user_of(header_str(headers, header::AUTHORIZATION)),
+        },
     });
 
     let rt = state

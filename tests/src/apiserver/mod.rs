@@ -85,6 +85,12 @@ pub struct RequestKey {
     /// defaults it) for create, update and patch.
     pub field_manager: String,
     pub user_agent: String,
+    /// Who asked: the `Impersonate-User` header (clients from
+    /// [`ApiServerHandle::client_as`] and kubeconfigs from
+    /// [`ApiServerHandle::kubeconfig_as`] send it; client-go sends no
+    /// credentials over plain HTTP, but does impersonate), else a bearer
+    /// token or basic-auth user name; empty if anonymous.
+    pub user: String,
 }
 
 #[derive(Debug, Clone)]
@@ -243,10 +249,39 @@ impl ApiServerHandle {
         kube::Client::try_from(kube::Config::new(uri)).map_err(|e| err(e.to_string()))
     }
 
+    /// A client that identifies as `user` (by impersonation), so tests can
+    /// tell replicas apart in [`Self::requests`].
+    pub fn client_as(&self, user: &str) -> Result<kube::Client, StartError> {
+        let err = |message: String| StartError::Client {
+            url: self.url.clone(),
+            message,
+        };
+        let uri = self
+            .url
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| err(e.to_string()))?;
+        let mut config = kube::Config::new(uri);
+        let value = axum::http::HeaderValue::from_str(&format!("Bearer {user}"))
+            .map_err(|e| err(e.to_string()))?;
+        config
+            .headers
+            .push((axum::http::header::AUTHORIZATION, value));
+        kube::Client::try_from(config).map_err(|e| err(e.to_string()))
+    }
+
     /// A kubeconfig for kubectl and other clients (context `toolgate-fake`).
     pub fn kubeconfig(&self) -> String {
+        self.kubeconfig_with_user("{}")
+    }
+
+    /// A kubeconfig whose requests are counted as `user`'s.
+    pub fn kubeconfig_as(&self, user: &str) -> String {
+        self.kubeconfig_with_user(&format!("{{as: {}}}", serde_json::Value::from(user)))
+    }
+
+    fn kubeconfig_with_user(&self, user: &str) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: toolgate-fake\n  cluster:\n    server: {url}\ncontexts:\n- name: toolgate-fake\n  context:\n    cluster: toolgate-fake\n    user: toolgate-fake\n    namespace: default\ncurrent-context: toolgate-fake\nusers:\n- name: toolgate-fake\n  user: {{}}\npreferences: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: toolgate-fake\n  cluster:\n    server: {url}\ncontexts:\n- name: toolgate-fake\n  context:\n    cluster: toolgate-fake\n    user: toolgate-fake\n    namespace: default\ncurrent-context: toolgate-fake\nusers:\n- name: toolgate-fake\n  user: {user}\npreferences: {{}}\n",
             url = self.url
         )
     }

@@ -57,8 +57,8 @@ async fn try_acquire(api: &Api<Lease>, me: &str) -> Result<bool, kube::Error> {
 #[tokio::test]
 async fn two_clients_racing_for_a_lease_elect_exactly_one_leader() {
     let (s, _) = server().await;
-    let a: Api<Lease> = Api::namespaced(s.client().unwrap(), "default");
-    let b: Api<Lease> = Api::namespaced(s.client().unwrap(), "default");
+    let a: Api<Lease> = Api::namespaced(s.client_as("replica-a").unwrap(), "default");
+    let b: Api<Lease> = Api::namespaced(s.client_as("replica-b").unwrap(), "default");
     for _ in 0..10 {
         let (ra, rb) = tokio::join!(try_acquire(&a, "replica-a"), try_acquire(&b, "replica-b"));
         let (ra, rb) = (ra.unwrap(), rb.unwrap());
@@ -73,6 +73,26 @@ async fn two_clients_racing_for_a_lease_elect_exactly_one_leader() {
         .holder_identity
         .unwrap();
     assert!(holder == "replica-a" || holder == "replica-b");
+    // Request accounting by user tells the replicas apart: the holder wrote
+    // every round, the other at most its losing create.
+    let writes = |user: &str| {
+        s.count(|r| {
+            r.user == user
+                && r.resource == "leases"
+                && matches!(r.verb.as_str(), "create" | "update")
+        })
+    };
+    let other = if holder == "replica-a" {
+        "replica-b"
+    } else {
+        "replica-a"
+    };
+    assert_eq!(writes(&holder), 10);
+    assert!(
+        writes(other) <= 1,
+        "{} writes by the follower",
+        writes(other)
+    );
     // A stale write from the loser is refused with 409.
     let mut stale = a.get("leader").await.unwrap();
     b.patch(

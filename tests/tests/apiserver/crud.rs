@@ -569,3 +569,17 @@ async fn a_resource_version_in_an_applied_configuration_is_a_precondition() {
     );
     assert_eq!((code, reason.as_str()), (409, "Conflict"));
 }
+
+#[tokio::test]
+async fn a_kube_client_from_kubeconfig_as_a_user_is_counted_as_that_user() {
+    let (s, _) = server().await;
+    let kubeconfig: kube::config::Kubeconfig =
+        yaml_serde::from_str(&s.kubeconfig_as("replica-b")).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    let client = Client::try_from(config).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    api.list(&ListParams::default()).await.unwrap();
+    assert_eq!(s.count(|r| r.user == "replica-b" && r.verb == "list"), 1);
+}

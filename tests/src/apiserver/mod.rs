@@ -11,7 +11,11 @@
 //! server.cut_watches();          // every open watch ends now
 //! server.compact();              // older resourceVersions now get 410 Gone
 //! let writes = server.count(|r| r.verb == "patch" && r.field_manager == "toolgate");
-//! # let _ = (client, writes); Ok(()) }
+//! // Replicas identify themselves by impersonation:
+//! let replica = server.client_as("replica-a")?;
+//! std::fs::write("/tmp/replica-b.kubeconfig", server.kubeconfig_as("replica-b"))?;
+//! let by_a = server.count(|r| r.user == "replica-a" && r.verb != "get");
+//! # let _ = (client, writes, replica, by_a); Ok(()) }
 //! ```
 //!
 //! What is faithful and what is simplified is stated in each submodule:

@@ -271,3 +271,44 @@ async fn history_is_bounded_in_bytes_and_older_versions_get_410() {
         assert!(matches!(ev, WatchEvent::Bookmark(_)), "{ev:?}");
     }
 }
+
+#[tokio::test]
+async fn a_selector_watch_sees_objects_enter_and_leave_the_selection() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    let start = api
+        .create(&PostParams::default(), &cm("m", &[("role", "chunk")], &[]))
+        .await
+        .unwrap();
+    api.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"role": "stale"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "m",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"role": "chunk"}}})),
+    )
+    .await
+    .unwrap();
+    let wp = WatchParams::default()
+        .labels("role=chunk")
+        .timeout(1)
+        .disable_bookmarks();
+    let events: Vec<String> = api
+        .watch(&wp, &start.resource_version().unwrap())
+        .await
+        .unwrap()
+        .map(|e| match e.unwrap() {
+            WatchEvent::Added(o) => format!("ADDED {}", o.labels()["role"]),
+            WatchEvent::Modified(o) => format!("MODIFIED {}", o.labels()["role"]),
+            WatchEvent::Deleted(o) => format!("DELETED {}", o.labels()["role"]),
+            other => format!("{other:?}"),
+        })
+        .collect()
+        .await;
+    assert_eq!(events, vec!["DELETED stale", "ADDED chunk"]);
+}

@@ -1,0 +1,419 @@
+//! The in-memory API server driven by the real `kubectl` (a subprocess),
+//! the way a person tries toolgate by hand.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::json;
+use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+
+fn kubectl_path() -> PathBuf {
+    std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+struct Kubectl {
+    dir: tempfile::TempDir,
+}
+
+struct Out {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    fn new(server: &ApiServerHandle) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        server
+            .write_kubeconfig(&dir.path().join("config"))
+            .expect("kubeconfig");
+        Kubectl { dir }
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    async fn run(&self, args: &[&str]) -> Out {
+        let mut cmd = Command::new(kubectl_path());
+        cmd.arg("--kubeconfig").arg(self.config());
+        cmd.arg("--cache-dir").arg(self.dir.path().join("cache"));
+        cmd.args(args);
+        let shown = format!("kubectl {}", args.join(" "));
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .expect("join")
+            .unwrap_or_else(|e| panic!("cannot run kubectl (set KUBECTL to its path): {e}"));
+        let o = Out {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        eprintln!("$ {shown}\n{}{}", o.stdout, o.stderr);
+        o
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args).await;
+        assert!(o.ok, "kubectl {args:?} failed:\n{}{}", o.stdout, o.stderr);
+        o.stdout
+    }
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(FIXTURES).join(name).display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_a_crd_and_its_resource_server_side_then_gets_and_describes_it() {
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server);
+    let crd = fixture("gadget-crd.yaml");
+    let cr = fixture("gadget.yaml");
+    // As against a real cluster: kubectl resolves every kind before
+    // applying, so the new kind's resource fails the first time.
+    let first = k
+        .run(&["apply", "--server-side", "-f", &crd, "-f", &cr])
+        .await;
+    assert!(!first.ok);
+    assert!(
+        first.stdout.contains(
+            "customresourcedefinition.apiextensions.k8s.io/gadgets.example.toolgate.dev serverside-applied"
+        ),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        first.stderr.contains("ensure CRDs are installed first"),
+        "{}",
+        first.stderr
+    );
+    let out = k
+        .ok(&["apply", "--server-side", "-f", &crd, "-f", &cr])
+        .await;
+    assert!(
+        out.contains("gadget.example.toolgate.dev/petstore serverside-applied"),
+        "{out}"
+    );
+
+    let table = k.ok(&["get", "gadgets"]).await;
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, vec!["NAME", "PREFIX", "READY", "AGE"], "{table}");
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap_or_default()
+            .starts_with("petstore"),
+        "{table}"
+    );
+    assert!(table.contains("pets"), "{table}");
+    for alias in ["gdg", "gadget.example.toolgate.dev", "mcp"] {
+        let out = k.ok(&["get", alias, "-o", "name"]).await;
+        assert_eq!(
+            out.trim(),
+            "gadget.example.toolgate.dev/petstore",
+            "kubectl get {alias}"
+        );
+    }
+
+    let gvk = GroupVersionKind::gvk("example.toolgate.dev", "v1", "Gadget");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(server.client().unwrap(), "default", &ar);
+    api.patch_status(
+        "petstore",
+        &PatchParams::apply("toolgate-operator"),
+        &Patch::Apply(json!({"apiVersion": "example.toolgate.dev/v1", "kind": "Gadget",
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Published", "message": "12 tools published"}]}})),
+    )
+    .await
+    .unwrap();
+    let table = k.ok(&["get", "gadget", "petstore"]).await;
+    let row: Vec<&str> = table
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(&row[..3], &["petstore", "pets", "True"], "{table}");
+
+    let gadget = api.get("petstore").await.unwrap();
+    let recorder = kube::runtime::events::Recorder::new(
+        server.client().unwrap(),
+        kube::runtime::events::Reporter {
+            controller: "toolgate-operator".into(),
+            instance: None,
+        },
+    );
+    let event = kube::runtime::events::Event {
+        type_: kube::runtime::events::EventType::Normal,
+        reason: "Published".into(),
+        note: Some("catalog published with 12 tools".into()),
+        action: "Publish".into(),
+        secondary: None,
+    };
+    recorder
+        .publish(&event, &kube::Resource::object_ref(&gadget, &ar))
+        .await
+        .unwrap();
+    let described = k.ok(&["describe", "gadget", "petstore"]).await;
+    for want in [
+        "Name:",
+        "petstore",
+        "Namespace:",
+        "default",
+        "Tool Prefix:",
+        "pets",
+        "12 tools published",
+        "catalog published with 12 tools",
+    ] {
+        assert!(
+            described.contains(want),
+            "describe lacks {want:?}:\n{described}"
+        );
+    }
+    let yaml = k.ok(&["get", "gadget", "petstore", "-o", "yaml"]).await;
+    assert!(
+        yaml.contains("baseUrl: http://petstore.default.svc"),
+        "{yaml}"
+    );
+
+    // A second apply of the same files changes nothing.
+    let before = server.resource_version();
+    k.ok(&["apply", "--server-side", "-f", &cr]).await;
+    assert_eq!(
+        server.resource_version(),
+        before,
+        "re-applying identical config is a no-op"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_is_rejected_by_a_cel_rule_with_its_message() {
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server);
+    k.ok(&["apply", "--server-side", "-f", &fixture("gadget-crd.yaml")])
+        .await;
+    let bad = k.dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: example.toolgate.dev/v1\nkind: Gadget\nmetadata:\n  name: both\nspec:\n  toolPrefix: p\n  baseUrl: http://x\n  serviceRef:\n    name: svc\n",
+    )
+    .unwrap();
+    let out = k
+        .run(&["apply", "--server-side", "-f", &bad.display().to_string()])
+        .await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr
+            .contains("spec: Invalid value: \"object\": exactly one of baseUrl or serviceRef"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_manages_built_in_kinds() {
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server);
+    let ns = k.ok(&["get", "namespaces"]).await;
+    assert!(
+        ns.lines().next().unwrap_or_default().starts_with("NAME"),
+        "{ns}"
+    );
+    assert!(ns.contains("default") && ns.contains("Active"), "{ns}");
+    k.ok(&["create", "namespace", "team"]).await;
+    k.ok(&[
+        "-n",
+        "team",
+        "create",
+        "configmap",
+        "spec",
+        "--from-literal=openapi.json={}",
+    ])
+    .await;
+    k.ok(&[
+        "-n",
+        "team",
+        "label",
+        "configmap",
+        "spec",
+        "toolgate.dev/spec=true",
+    ])
+    .await;
+    let out = k
+        .ok(&[
+            "-n",
+            "team",
+            "get",
+            "cm",
+            "-l",
+            "toolgate.dev/spec",
+            "-o",
+            "name",
+        ])
+        .await;
+    assert_eq!(out.trim(), "configmap/spec");
+    let cm = k
+        .ok(&[
+            "-n",
+            "team",
+            "get",
+            "configmap",
+            "spec",
+            "-o",
+            "jsonpath={.data.openapi\\.json}",
+        ])
+        .await;
+    assert_eq!(cm, "{}");
+    k.ok(&[
+        "-n",
+        "team",
+        "create",
+        "secret",
+        "generic",
+        "token",
+        "--from-literal=token=s3cret",
+    ])
+    .await;
+    let data = k
+        .ok(&[
+            "-n",
+            "team",
+            "get",
+            "secret",
+            "token",
+            "-o",
+            "jsonpath={.data.token}",
+        ])
+        .await;
+    assert_eq!(data, "czNjcmV0");
+    let described = k.ok(&["describe", "namespace", "team"]).await;
+    assert!(described.contains("team"), "{described}");
+    k.ok(&["-n", "team", "delete", "configmap", "spec"]).await;
+    let out = k.run(&["-n", "team", "get", "configmap", "spec"]).await;
+    assert!(
+        !out.ok && out.stderr.contains("configmaps \"spec\" not found"),
+        "{}",
+        out.stderr
+    );
+    let all = k.ok(&["api-resources", "-o", "name"]).await;
+    for r in [
+        "configmaps",
+        "leases.coordination.k8s.io",
+        "customresourcedefinitions.apiextensions.k8s.io",
+    ] {
+        assert!(
+            all.lines().any(|l| l == r),
+            "api-resources lacks {r}:\n{all}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fake_apiserver_binary_prints_its_url_and_writes_a_usable_kubeconfig() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fake-apiserver"))
+        .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(url.trim().starts_with("http://127.0.0.1:"), "{url}");
+    let cache = dir.path().join("cache");
+    let mut cmd = Command::new(kubectl_path());
+    cmd.arg("--kubeconfig")
+        .arg(&config)
+        .arg("--cache-dir")
+        .arg(&cache)
+        .args(["get", "namespace", "default", "-o", "name"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "namespace/default",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_watch_prints_rows_as_objects_change() {
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server);
+    k.ok(&["create", "configmap", "first", "--from-literal=a=b"])
+        .await;
+    let mut cmd = Command::new(kubectl_path());
+    cmd.arg("--kubeconfig")
+        .arg(k.config())
+        .arg("--cache-dir")
+        .arg(k.dir.path().join("cache"));
+    cmd.args(["get", "configmaps", "--watch", "--request-timeout=3s"]);
+    let watching = tokio::task::spawn_blocking(move || cmd.output());
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    k.ok(&[
+        "create",
+        "configmap",
+        "second",
+        "--from-literal=a=b",
+        "--from-literal=c=d",
+    ])
+    .await;
+    let out = watching.await.unwrap().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows.first().map(|r| r[..3].to_vec()),
+        Some(vec!["NAME", "DATA", "AGE"]),
+        "{text}"
+    );
+    assert!(rows.iter().any(|r| r[..2] == ["first", "1"]), "{text}");
+    assert!(
+        rows.iter().any(|r| r[..2] == ["second", "2"]),
+        "the watch printed the new row:\n{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_from_a_kubeconfig_as_a_user_are_counted_as_that_user() {
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server);
+    std::fs::write(k.config(), server.kubeconfig_as("ops")).unwrap();
+    k.ok(&["get", "configmaps"]).await;
+    assert!(
+        server.count(|r| r.user == "ops" && r.verb == "list" && r.resource == "configmaps") >= 1
+    );
+    assert_eq!(
+        server.count(|r| r.user.is_empty() && r.resource == "configmaps"),
+        0
+    );
+}

@@ -15,11 +15,13 @@
 //! 6. [`ops`]: the router, health endpoints and graceful shutdown.
 //!
 //! [`config`] is the gateway config file: base URLs, credentials
-//! references, limits.
+//! references, limits. [`demo`] is the example pet store upstream and its
+//! catalog (`toolgate demo`).
 
 pub mod auth;
 pub mod call;
 pub mod config;
+pub mod demo;
 pub mod error;
 pub mod ops;
 pub mod reload;

@@ -20,6 +20,8 @@ enum Command {
     Lint(cli::compile::LintArgs),
     /// Serve a catalog over MCP (Streamable HTTP) until SIGTERM.
     Serve(cli::serve::ServeArgs),
+    /// Start the example pet store upstream and serve its tools over MCP.
+    Demo(cli::demo::DemoArgs),
 }
 
 /// Structured logs on stderr; `RUST_LOG` filters, `TOOLGATE_LOG_FORMAT=json`
@@ -37,13 +39,17 @@ fn init_tracing() {
     }
 }
 
-fn serve(args: cli::serve::ServeArgs) -> anyhow::Result<std::process::ExitCode> {
+/// Runs an async subcommand on a fresh runtime, with logging and TLS set up.
+fn run_async<F>(command: F) -> anyhow::Result<std::process::ExitCode>
+where
+    F: std::future::Future<Output = anyhow::Result<()>>,
+{
     init_tracing();
     gateway::upstream::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(cli::serve::run(args))?;
+    rt.block_on(command)?;
     Ok(std::process::ExitCode::SUCCESS)
 }
 
@@ -52,7 +58,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Compile(args) => cli::compile::compile(args),
         Command::Lint(args) => cli::compile::lint(args),
-        Command::Serve(args) => serve(args),
+        Command::Serve(args) => run_async(cli::serve::run(args)),
+        Command::Demo(args) => run_async(cli::demo::run(args)),
     };
     match result {
         Ok(code) => code,

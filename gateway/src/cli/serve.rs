@@ -56,6 +56,17 @@ pub struct ServeArgs {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    run_with(args, None, |_| {}).await
+}
+
+/// [`run`], optionally with a catalog built by the caller (instead of
+/// `--spec`/`--catalog`), calling `on_listening` once the socket is bound.
+/// `toolgate demo` serves through here so both commands share one path.
+pub async fn run_with(
+    args: ServeArgs,
+    catalog: Option<catalog::Catalog>,
+    on_listening: impl FnOnce(SocketAddr),
+) -> anyhow::Result<()> {
     let config = match &args.config {
         Some(p) => GatewayConfig::load(p)?,
         None => GatewayConfig::default(),
@@ -67,7 +78,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let store = CatalogStore::new(config, overrides);
     let cancel = CancellationToken::new();
 
-    if let Some(spec) = &args.spec {
+    if let Some(catalog) = &catalog {
+        store.install(catalog).context("serving the built-in catalog")?;
+    } else if let Some(spec) = &args.spec {
         let prefix = args.prefix.as_deref().unwrap_or_default();
         let catalog = compile_spec(spec, prefix, &args.overlay)?;
         store
@@ -117,6 +130,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         ready = snap.loaded,
         "toolgate serving MCP at http://{local}/mcp"
     );
+    on_listening(local);
     if !(args.grace_period_seconds.is_finite() && args.grace_period_seconds >= 0.0) {
         bail!("--grace-period-seconds must be a non-negative number");
     }

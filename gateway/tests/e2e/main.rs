@@ -12,6 +12,8 @@ mod auth;
 mod call;
 /// The spec corpus, compiled and served.
 mod corpus;
+/// `toolgate demo`: the example pet store, end to end.
+mod demo;
 /// `/mcp/{prefix}` scoping and the HTTP edge.
 mod edge;
 /// tools/list: schemas, constraints, pagination, protocol versions.

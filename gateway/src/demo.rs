@@ -207,10 +207,7 @@ async fn create_pet(State(state): State<Shared>, body: axum::body::Bytes) -> Res
         let mut pet = Map::new();
         pet.insert("id".into(), json!(id));
         for key in ["name", "kind", "tag"] {
-            pet.insert(
-                key.into(),
-                body.get(key).cloned().unwrap_or(Value::Null),
-            );
+            pet.insert(key.into(), body.get(key).cloned().unwrap_or(Value::Null));
         }
         s.pets.insert(id, pet.clone());
         pet
@@ -345,7 +342,8 @@ mod tests {
     #[test]
     fn png_has_signature_header_and_end() {
         let png = png_solid(2, 3, [1, 2, 3]);
-        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x02\x00\x00\x00\x03"));
+        assert!(png
+            .starts_with(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x02\x00\x00\x00\x03"));
         assert!(png.ends_with(b"IEND\xae\x42\x60\x82"));
     }
 

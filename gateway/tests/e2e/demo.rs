@@ -76,7 +76,9 @@ async fn demo_serves_the_pet_store_to_a_real_client() {
 
     let r = call(&client, "pets__fetch_pet", json!({"petId": 1})).await;
     assert!(!is_error(&r), "{}", text(&r));
-    let pet = r.structured_content.expect("fetch_pet has structured content");
+    let pet = r
+        .structured_content
+        .expect("fetch_pet has structured content");
     assert_eq!(pet["id"], json!(1));
     assert_eq!(pet["name"], json!("Rex"));
 
@@ -107,7 +109,9 @@ async fn demo_serves_the_pet_store_to_a_real_client() {
     )
     .await;
     assert!(!is_error(&r), "{}", text(&r));
-    let created = r.structured_content.expect("create_pet has structured content");
+    let created = r
+        .structured_content
+        .expect("create_pet has structured content");
     assert_eq!(created["name"], json!("Nemo"));
     let r = call(&client, "pets__find_pets", json!({"kind": "cat"})).await;
     assert!(!is_error(&r), "{}", text(&r));

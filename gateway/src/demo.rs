@@ -207,10 +207,7 @@ async fn create_pet(State(state): State<Shared>, body: axum::body::Bytes) -> Res
         let mut pet = Map::new();
         pet.insert("id".into(), json!(id));
         for key in ["name", "kind", "tag"] {
-            pet.insert(
-                key.into(),
-                body.get(key).cloned().unwrap_or(Value::Null),
-            );
+            pet.insert(key.into(), body.get(key).cloned().unwrap_or(Value::Null));
         }
         s.pets.insert(id, pet.clone());
         pet
@@ -265,13 +262,12 @@ async fn pet_photo(State(state): State<Shared>, Path(id): Path<String>) -> Respo
 /// A solid-colour RGB PNG: zlib with stored (uncompressed) deflate blocks,
 /// so no compression library is needed.
 pub fn png_solid(width: u32, height: u32, rgb: [u8; 3]) -> Vec<u8> {
-    let mut raw = Vec::new();
-    for _ in 0..height {
-        raw.push(0); // filter: none
-        for _ in 0..width {
-            raw.extend_from_slice(&rgb);
-        }
+    // Each scanline: filter byte 0 (none), then the pixels.
+    let mut row = vec![0u8];
+    for _ in 0..width {
+        row.extend_from_slice(&rgb);
     }
+    let raw = row.repeat(height as usize);
     let mut z = vec![0x78, 0x01];
     let mut blocks = raw.chunks(65_535).peekable();
     if blocks.peek().is_none() {
@@ -345,7 +341,8 @@ mod tests {
     #[test]
     fn png_has_signature_header_and_end() {
         let png = png_solid(2, 3, [1, 2, 3]);
-        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x02\x00\x00\x00\x03"));
+        assert!(png
+            .starts_with(b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR\x00\x00\x00\x02\x00\x00\x00\x03"));
         assert!(png.ends_with(b"IEND\xae\x42\x60\x82"));
     }
 

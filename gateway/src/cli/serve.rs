@@ -79,7 +79,9 @@ pub async fn run_with(
     let cancel = CancellationToken::new();
 
     if let Some(catalog) = &catalog {
-        store.install(catalog).context("serving the built-in catalog")?;
+        store
+            .install(catalog)
+            .context("serving the built-in catalog")?;
     } else if let Some(spec) = &args.spec {
         let prefix = args.prefix.as_deref().unwrap_or_default();
         let catalog = compile_spec(spec, prefix, &args.overlay)?;

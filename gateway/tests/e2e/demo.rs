@@ -2,7 +2,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use base64::Engine;
-use rmcp::model::RawContent;
 use serde_json::json;
 
 use crate::support::*;
@@ -76,7 +75,9 @@ async fn demo_serves_the_pet_store_to_a_real_client() {
 
     let r = call(&client, "pets__fetch_pet", json!({"petId": 1})).await;
     assert!(!is_error(&r), "{}", text(&r));
-    let pet = r.structured_content.expect("fetch_pet has structured content");
+    let pet = r
+        .structured_content
+        .expect("fetch_pet has structured content");
     assert_eq!(pet["id"], json!(1));
     assert_eq!(pet["name"], json!("Rex"));
 
@@ -89,10 +90,7 @@ async fn demo_serves_the_pet_store_to_a_real_client() {
     let image = r
         .content
         .iter()
-        .find_map(|c| match &c.raw {
-            RawContent::Image(i) => Some(i.clone()),
-            _ => None,
-        })
+        .find_map(|c| c.as_image().cloned())
         .expect("the photo is ImageContent");
     assert_eq!(image.mime_type, "image/png");
     let bytes = base64::engine::general_purpose::STANDARD
@@ -107,7 +105,9 @@ async fn demo_serves_the_pet_store_to_a_real_client() {
     )
     .await;
     assert!(!is_error(&r), "{}", text(&r));
-    let created = r.structured_content.expect("create_pet has structured content");
+    let created = r
+        .structured_content
+        .expect("create_pet has structured content");
     assert_eq!(created["name"], json!("Nemo"));
     let r = call(&client, "pets__find_pets", json!({"kind": "cat"})).await;
     assert!(!is_error(&r), "{}", text(&r));

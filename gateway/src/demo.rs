@@ -262,13 +262,12 @@ async fn pet_photo(State(state): State<Shared>, Path(id): Path<String>) -> Respo
 /// A solid-colour RGB PNG: zlib with stored (uncompressed) deflate blocks,
 /// so no compression library is needed.
 pub fn png_solid(width: u32, height: u32, rgb: [u8; 3]) -> Vec<u8> {
-    let mut raw = Vec::new();
-    for _ in 0..height {
-        raw.push(0); // filter: none
-        for _ in 0..width {
-            raw.extend_from_slice(&rgb);
-        }
+    // Each scanline: filter byte 0 (none), then the pixels.
+    let mut row = vec![0u8];
+    for _ in 0..width {
+        row.extend_from_slice(&rgb);
     }
+    let raw = row.repeat(height as usize);
     let mut z = vec![0x78, 0x01];
     let mut blocks = raw.chunks(65_535).peekable();
     if blocks.peek().is_none() {

@@ -2,7 +2,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use base64::Engine;
-use rmcp::model::RawContent;
 use serde_json::json;
 
 use crate::support::*;
@@ -91,10 +90,7 @@ async fn demo_serves_the_pet_store_to_a_real_client() {
     let image = r
         .content
         .iter()
-        .find_map(|c| match &c.raw {
-            RawContent::Image(i) => Some(i.clone()),
-            _ => None,
-        })
+        .find_map(|c| c.as_image().cloned())
         .expect("the photo is ImageContent");
     assert_eq!(image.mime_type, "image/png");
     let bytes = base64::engine::general_purpose::STANDARD

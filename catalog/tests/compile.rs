@@ -555,3 +555,19 @@ fn bad_documents_fail_with_the_document_name_and_pointer() {
         assert!(msg.contains(needle), "{msg} should mention {needle}");
     }
 }
+
+#[test]
+fn declared_path_parameter_missing_from_the_template_is_left_out_with_a_warning() {
+    let u = compile(&doc30(json!({"/": {"get": {"operationId": "root",
+        "parameters": [{"name": "path", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "responses": {"200": {"description": "ok"}}}}})));
+    let t = tool(&u, "t__root");
+    assert!(t.input_schema["properties"].get("path").is_none());
+    assert!(t.plan.params.is_empty());
+    let w = u
+        .warnings
+        .iter()
+        .find(|w| w.code == "PathParameterUnused")
+        .expect("warning");
+    assert_eq!(w.pointer.as_deref(), Some("/paths/~1/get"));
+}

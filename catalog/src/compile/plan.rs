@@ -206,9 +206,22 @@ fn collect_params(
             )));
         }
     }
-    // A declared path parameter missing from the template cannot be sent.
+    // A declared path parameter missing from the template cannot be sent:
+    // leave it out of the arguments, and say so (Prowlarr's `GET /`).
     params.retain(|p| {
-        p.location != ParamLocation::Path || template.contains(&format!("{{{}}}", p.name))
+        let used =
+            p.location != ParamLocation::Path || template.contains(&format!("{{{}}}", p.name));
+        if !used {
+            conv.warnings.push(crate::model::Warning {
+                code: "PathParameterUnused".into(),
+                message: format!(
+                    "path parameter {:?} is not in the path template {template:?}; left out of the arguments",
+                    p.name
+                ),
+                pointer: Some(site.pointer.clone()),
+            });
+        }
+        used
     });
     // Stable order: path, query, header, cookie; declaration order within.
     params.sort_by_key(|p| match p.location {

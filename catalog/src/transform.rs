@@ -372,6 +372,8 @@ fn load_error(source: &str, errs: load::Errors<&str, ()>) -> JqCompileError {
                     ));
                 }
             }
+            // NB: same message shape as `Lex`, but a different `expect` type,
+            // so the arms cannot be merged.
             load::Error::Parse(es) => {
                 for (expect, at) in es {
                     parts.push(format!(

@@ -571,3 +571,17 @@ fn declared_path_parameter_missing_from_the_template_is_left_out_with_a_warning(
         .expect("warning");
     assert_eq!(w.pointer.as_deref(), Some("/paths/~1/get"));
 }
+
+#[test]
+fn a_2xx_range_response_gives_the_output_schema() {
+    let u = compile(&doc30(
+        json!({"/r": {"get": {"operationId": "r", "responses": {"2XX": {"description": "ok",
+        "content": {"application/json": {"schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}}}}}}}),
+    ));
+    let t = tool(&u, "t__r");
+    assert_eq!(
+        t.output_schema.as_ref().unwrap()["properties"]["n"]["type"],
+        "integer"
+    );
+    assert_eq!(t.responses[0].status, "2XX");
+}

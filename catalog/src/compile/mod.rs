@@ -465,11 +465,14 @@ fn success_responses(
     let Some(all) = site.operation.get("responses").and_then(Value::as_object) else {
         return (None, None, responses);
     };
+    // Exact 2xx codes first (sorted), then the `2XX` range the model
+    // documents.
     let mut codes: Vec<&String> = all
         .keys()
-        .filter(|k| k.starts_with('2') && k.len() == 3)
+        .filter(|k| k.len() == 3 && k.starts_with('2'))
+        .filter(|k| k[1..].bytes().all(|b| b.is_ascii_digit()) || k[1..].eq_ignore_ascii_case("xx"))
         .collect();
-    codes.sort();
+    codes.sort_by_key(|k| (k[1..].eq_ignore_ascii_case("xx"), k.to_string()));
     for code in codes {
         let at = format!("{}/responses/{code}", site.pointer);
         let Ok((resp, at)) = spec::resolve(doc, &all[code.as_str()], &at) else {

@@ -242,35 +242,35 @@ impl ApiServerHandle {
 
     /// A `kube::Client` talking to this server, default namespace `default`.
     pub fn client(&self) -> Result<kube::Client, StartError> {
-        let err = |message: String| StartError::Client {
+        kube::Client::try_from(self.config()?).map_err(|e| self.client_error(e.to_string()))
+    }
+
+    fn client_error(&self, message: String) -> StartError {
+        StartError::Client {
             url: self.url.clone(),
             message,
-        };
+        }
+    }
+
+    /// Client config pointing at this server.
+    fn config(&self) -> Result<kube::Config, StartError> {
         let uri = self
             .url
             .parse()
-            .map_err(|e: axum::http::uri::InvalidUri| err(e.to_string()))?;
-        kube::Client::try_from(kube::Config::new(uri)).map_err(|e| err(e.to_string()))
+            .map_err(|e: axum::http::uri::InvalidUri| self.client_error(e.to_string()))?;
+        Ok(kube::Config::new(uri))
     }
 
     /// A client that identifies as `user` (by impersonation), so tests can
     /// tell replicas apart in [`Self::requests`].
     pub fn client_as(&self, user: &str) -> Result<kube::Client, StartError> {
-        let err = |message: String| StartError::Client {
-            url: self.url.clone(),
-            message,
-        };
-        let uri = self
-            .url
-            .parse()
-            .map_err(|e: axum::http::uri::InvalidUri| err(e.to_string()))?;
-        let mut config = kube::Config::new(uri);
+        let mut config = self.config()?;
         let value = axum::http::HeaderValue::from_str(&format!("Bearer {user}"))
-            .map_err(|e| err(e.to_string()))?;
+            .map_err(|e| self.client_error(e.to_string()))?;
         config
             .headers
             .push((axum::http::header::AUTHORIZATION, value));
-        kube::Client::try_from(config).map_err(|e| err(e.to_string()))
+        kube::Client::try_from(config).map_err(|e| self.client_error(e.to_string()))
     }
 
     /// A kubeconfig for kubectl and other clients (context `toolgate-fake`).

@@ -3,10 +3,8 @@
 //! asks: the formats, the "exactly one of" rules with messages naming the
 //! fields, list-map conditions, printer columns and names.
 
-mod support;
-
+use crate::support::{schema, validate, walk};
 use serde_json::{json, Value};
-use support::{schema, validate, walk};
 
 const KINDS: [&str; 2] = ["McpUpstream", "McpOverlay"];
 

@@ -2,7 +2,7 @@
 //! rules, carry exact copies of the demo documents they wrap, and compile to
 //! the tools the README promises.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

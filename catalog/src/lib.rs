@@ -41,6 +41,8 @@ pub mod model;
 pub mod options;
 pub mod overlay;
 mod prefix;
+pub mod publish;
+pub mod runtime;
 pub mod spec;
 pub mod synth;
 pub mod transform;

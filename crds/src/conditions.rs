@@ -51,6 +51,9 @@ pub mod reasons {
     pub const PUBLISHED: &str = "Published";
     /// Work is in progress for the current generation (first reconcile).
     pub const RECONCILING: &str = "Reconciling";
+    /// `Published=True` while a newer generation failed: the last good
+    /// version keeps serving; the message names its catalog hash.
+    pub const STALE: &str = "Stale";
 
     // Failure reasons. Messages name the field, the JSON pointer or overlay
     // action and, for conflicts, the other resource.

@@ -35,6 +35,7 @@
 mod common;
 pub mod conditions;
 mod overlay;
+pub mod publish;
 mod upstream;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

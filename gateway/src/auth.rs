@@ -21,7 +21,7 @@ use http::{HeaderName, HeaderValue};
 use reqwest::Url;
 use serde::Deserialize;
 
-use crate::config::{ApiKeyLocation, AuthConfig, ClientAuthMethod, SecretError};
+use crate::config::{ApiKeyLocation, AuthConfig, ClientAuthMethod, Resolve, SecretError};
 
 /// Ready-to-apply credentials of one upstream.
 #[derive(Debug)]

@@ -23,124 +23,26 @@
 //!
 //! Every field has a default; an empty file means "defaults".
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
-use serde::{Deserialize, Serialize};
+pub use catalog::runtime::*;
 
-/// Default cap on an upstream response body.
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
-/// Default per-request upstream timeout.
-pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
-/// Statuses that take the success path unless configured otherwise.
-pub const DEFAULT_SUCCESS_STATUS: &[u16] = &[200, 201, 202, 204];
-/// Statuses that take the error path unless configured otherwise.
-pub const DEFAULT_ERROR_STATUS: &[u16] = &[400, 401, 403, 404, 409, 422, 429, 500, 502, 503, 504];
+/// Where `secretKey` references are read from: the operator's credentials
+/// Secret, mounted as a volume (one file per key). A mounted Secret is
+/// updated in place by the kubelet, and the gateway then needs no RBAC on
+/// Secrets at all.
+pub const DEFAULT_CREDENTIALS_DIR: &str = "/var/run/toolgate/credentials";
 
-/// The whole gateway config.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct GatewayConfig {
-    /// Settings per catalog prefix.
-    pub upstreams: BTreeMap<String, UpstreamConfig>,
+static CREDENTIALS_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Sets the credentials directory once, at start-up (`--credentials-dir`).
+pub fn set_credentials_dir(dir: PathBuf) {
+    let _ = CREDENTIALS_DIR.set(dir);
 }
 
-/// How the gateway talks to one upstream.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct UpstreamConfig {
-    /// Overrides the catalog's `defaultBaseUrl`.
-    pub base_url: Option<String>,
-    pub auth: AuthConfig,
-    /// Whole request, body included. Default [`DEFAULT_TIMEOUT_SECONDS`].
-    pub timeout_seconds: Option<f64>,
-    /// Default [`DEFAULT_MAX_RESPONSE_BYTES`].
-    pub max_response_bytes: Option<u64>,
-    /// In-flight requests to this upstream; further calls wait. None = no limit.
-    pub max_concurrency: Option<usize>,
-    /// Sent on every request (after the plan's own headers, so they win).
-    pub headers: BTreeMap<String, String>,
-    pub response_validation: ResponseValidation,
-    /// Default [`DEFAULT_SUCCESS_STATUS`].
-    pub success_status: Option<Vec<u16>>,
-    /// Default [`DEFAULT_ERROR_STATUS`].
-    pub error_status: Option<Vec<u16>>,
-}
-
-/// What to do when a success response does not match its schema.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ResponseValidation {
-    /// Log and return the data.
-    #[default]
-    Warn,
-    /// Return isError with the validation errors.
-    Fail,
-    /// Do not validate.
-    Off,
-}
-
-/// Outbound authentication of one upstream.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "type", deny_unknown_fields)]
-pub enum AuthConfig {
-    #[default]
-    None,
-    /// `Authorization: Bearer <token>`.
-    Bearer { token: SecretRef },
-    /// An API key in a header or a query parameter.
-    #[serde(rename_all = "camelCase")]
-    ApiKey {
-        #[serde(rename = "in")]
-        location: ApiKeyLocation,
-        name: String,
-        value: SecretRef,
-    },
-    /// `Authorization: Basic base64(user:password)`.
-    Basic {
-        username: SecretRef,
-        password: SecretRef,
-    },
-    /// OAuth2 client credentials grant; the token is cached and refreshed
-    /// before it expires.
-    #[serde(rename_all = "camelCase")]
-    Oauth2ClientCredentials {
-        token_url: String,
-        client_id: SecretRef,
-        client_secret: SecretRef,
-        #[serde(default)]
-        scopes: Vec<String>,
-        #[serde(default)]
-        audience: Option<String>,
-        /// `basic` (default, RFC 6749 §2.3.1) or `post` (credentials in the form).
-        #[serde(default)]
-        client_auth: ClientAuthMethod,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ApiKeyLocation {
-    Header,
-    Query,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ClientAuthMethod {
-    #[default]
-    Basic,
-    Post,
-}
-
-/// Where a secret lives. Exactly one of `file` and `env`; a plain `value`
-/// is also accepted for non-secret strings such as a username.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct SecretRef {
-    pub file: Option<PathBuf>,
-    pub env: Option<String>,
-    pub value: Option<String>,
+fn credentials_dir() -> &'static Path {
+    CREDENTIALS_DIR.get_or_init(|| PathBuf::from(DEFAULT_CREDENTIALS_DIR))
 }
 
 /// A config file that cannot be read or does not parse.
@@ -165,44 +67,57 @@ pub struct SecretError {
     pub message: String,
 }
 
-impl GatewayConfig {
-    /// Reads a YAML (or JSON) config file.
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::parse(&text).map_err(|message| ConfigError::Parse {
-            path: path.display().to_string(),
-            message,
-        })
-    }
-
-    /// Parses YAML (JSON is YAML). Empty text means defaults.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        if text.trim().is_empty() {
-            return Ok(Self::default());
-        }
-        yaml_serde::from_str(text).map_err(|e| e.to_string())
-    }
+/// Reads a YAML (or JSON) config file.
+pub fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse(&text).map_err(|message| ConfigError::Parse {
+        path: path.display().to_string(),
+        message,
+    })
 }
 
-impl SecretRef {
+/// Parses YAML (JSON is YAML). Empty text means defaults.
+pub fn parse(text: &str) -> Result<GatewayConfig, String> {
+    if text.trim().is_empty() {
+        return Ok(GatewayConfig::default());
+    }
+    yaml_serde::from_str(text).map_err(|e| e.to_string())
+}
+
+/// Reading a [`SecretRef`]'s value: I/O, so it lives here, not with the type.
+pub trait Resolve {
     /// Reads the secret. A file's trailing newline is dropped, as
     /// Kubernetes Secrets written by hand usually carry one.
-    pub fn resolve(&self, field: &str) -> Result<String, SecretError> {
+    fn resolve(&self, field: &str) -> Result<String, SecretError>;
+}
+
+impl Resolve for SecretRef {
+    fn resolve(&self, field: &str) -> Result<String, SecretError> {
         let err = |message: String| SecretError {
             field: field.to_string(),
             message,
         };
-        match (&self.file, &self.env, &self.value) {
-            (Some(path), None, None) => std::fs::read_to_string(path)
+        let read = |path: &Path| {
+            std::fs::read_to_string(path)
                 .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-                .map_err(|e| err(format!("cannot read {}: {e}", path.display()))),
-            (None, Some(name), None) => std::env::var(name)
+                .map_err(|e| err(format!("cannot read {}: {e}", path.display())))
+        };
+        match (&self.file, &self.env, &self.value, &self.secret_key) {
+            (Some(path), None, None, None) => read(path),
+            (None, Some(name), None, None) => std::env::var(name)
                 .map_err(|_| err(format!("environment variable {name} is not set"))),
-            (None, None, Some(v)) => Ok(v.clone()),
-            _ => Err(err("set exactly one of file, env, value".into())),
+            (None, None, Some(v), None) => Ok(v.clone()),
+            (None, None, None, Some(key)) => {
+                // Keys are config keys (no '/'), so they cannot escape the dir.
+                if key.is_empty() || key.contains('/') || key.starts_with('.') {
+                    return Err(err(format!("invalid credentials key {key:?}")));
+                }
+                read(&credentials_dir().join(key))
+            }
+            _ => Err(err("set exactly one of file, env, value, secretKey".into())),
         }
     }
 }
@@ -213,12 +128,12 @@ mod tests {
 
     #[test]
     fn empty_config_means_defaults() {
-        assert_eq!(GatewayConfig::parse("").unwrap(), GatewayConfig::default());
+        assert_eq!(parse("").unwrap(), GatewayConfig::default());
     }
 
     #[test]
     fn auth_kinds_parse_from_yaml() {
-        let cfg = GatewayConfig::parse(
+        let cfg = parse(
             r#"
 upstreams:
   a: {auth: {type: bearer, token: {env: TOKEN}}}
@@ -246,7 +161,7 @@ upstreams:
 
     #[test]
     fn unknown_fields_are_refused() {
-        assert!(GatewayConfig::parse("upstreams: {a: {baseURL: x}}").is_err());
+        assert!(parse("upstreams: {a: {baseURL: x}}").is_err());
     }
 
     #[test]

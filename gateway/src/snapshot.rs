@@ -33,7 +33,7 @@ use rmcp::model::JsonObject;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::config::{AuthConfig, GatewayConfig, SecretRef, UpstreamConfig};
+use crate::config::{AuthConfig, GatewayConfig, Resolve, SecretRef, UpstreamConfig};
 use crate::upstream::UpstreamRuntime;
 use crate::validate;
 

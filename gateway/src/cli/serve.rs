@@ -68,7 +68,7 @@ pub async fn run_with(
     on_listening: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
     let config = match &args.config {
-        Some(p) => GatewayConfig::load(p)?,
+        Some(p) => gateway::config::load(p)?,
         None => GatewayConfig::default(),
     };
     let mut overrides = Overrides::default();

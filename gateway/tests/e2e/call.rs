@@ -268,7 +268,7 @@ fn extra_catalog() -> catalog::Catalog {
 
 async fn extra(settings: &str) -> (TestUpstream, Gateway, Client) {
     let up = TestUpstream::start().await;
-    let cfg = gateway::config::GatewayConfig::parse(&format!(
+    let cfg = gateway::config::parse(&format!(
         "upstreams:\n  x:\n    baseUrl: {}/base\n{settings}\n",
         up.url
     ))

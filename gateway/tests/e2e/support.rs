@@ -181,7 +181,7 @@ pub fn default_catalog() -> Catalog {
 
 /// Config pointing both upstreams at `base` (`other` under `/other-base`).
 pub fn config_for(base: &str, pets_extra: &str) -> GatewayConfig {
-    GatewayConfig::parse(&format!(
+    gateway::config::parse(&format!(
         "upstreams:\n  pets:\n    baseUrl: {base}\n{pets_extra}\n  other:\n    baseUrl: {base}/other-base\n"
     ))
     .expect("fixture config parses")

@@ -51,11 +51,8 @@ fn transform_catalog() -> catalog::Catalog {
 
 async fn setup() -> (TestUpstream, Gateway, Client) {
     let up = TestUpstream::start().await;
-    let cfg = gateway::config::GatewayConfig::parse(&format!(
-        "upstreams:\n  t:\n    baseUrl: {}\n",
-        up.url
-    ))
-    .unwrap();
+    let cfg =
+        gateway::config::parse(&format!("upstreams:\n  t:\n    baseUrl: {}\n", up.url)).unwrap();
     let gw = start_gateway(&transform_catalog(), cfg).await;
     let client = connect(&format!("{}/mcp", gw.url)).await;
     (up, gw, client)

@@ -1,0 +1,342 @@
+//! The published form of a catalog: what the operator writes and the
+//! gateway reads, independent of where it is stored.
+//!
+//! One [`PublishedUpstream`] per upstream — its compiled catalog plus the
+//! [`UpstreamConfig`] the gateway needs to call it — serialised as JSON,
+//! gzipped, and cut into chunks of at most [`MAX_CHUNK_BYTES`] so that each
+//! fits a Kubernetes object (ConfigMaps hold at most 1 MiB). An [`Index`]
+//! names every upstream's chunks with their sha256, so a reader can tell a
+//! complete set from a half-written one and never assembles a mix of two
+//! versions.
+//!
+//! Encoding is deterministic (gzip with no timestamp, JSON in field order):
+//! the same upstream always gives the same chunks and hash, which is what
+//! lets a restarted operator see that nothing needs republishing.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::model::{hex, Catalog, UpstreamCatalog};
+use crate::runtime::UpstreamConfig;
+
+/// Identifies the published format. Bumped on any incompatible change.
+pub const PUBLISHED_FORMAT: &str = "toolgate.dev/published/v1";
+
+/// Largest chunk, in (compressed) bytes: room under the 1 MiB ConfigMap
+/// limit for metadata and the index's own growth.
+pub const MAX_CHUNK_BYTES: usize = 900 * 1024;
+
+/// Default cap on one upstream's compressed size.
+pub const DEFAULT_MAX_UPSTREAM_BYTES: usize = 32 << 20;
+
+/// Decompressed size a reader accepts per upstream: a gzip bomb in a
+/// ConfigMap must not take the gateway down.
+pub const MAX_DECOMPRESSED_BYTES: u64 = 512 << 20;
+
+/// One upstream as the gateway serves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedUpstream {
+    /// Always [`PUBLISHED_FORMAT`].
+    pub format: String,
+    /// Where it came from, for logs and `/status` (`namespace/name`).
+    pub source: String,
+    pub runtime: UpstreamConfig,
+    pub catalog: UpstreamCatalog,
+}
+
+/// An encoded upstream: its chunks and their identities.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    /// sha256 over the uncompressed JSON; changes iff the content does.
+    pub hash: String,
+    pub chunks: Vec<Vec<u8>>,
+    /// sha256 of each chunk, in order.
+    pub chunk_hashes: Vec<String>,
+    /// Total compressed size.
+    pub size: usize,
+}
+
+/// The index: every published upstream and its chunks, sorted by prefix.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Index {
+    /// Always [`PUBLISHED_FORMAT`] once written.
+    pub format: String,
+    pub upstreams: Vec<IndexEntry>,
+}
+
+/// One upstream in the [`Index`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexEntry {
+    pub prefix: String,
+    /// `namespace/name` of the McpUpstream.
+    pub source: String,
+    /// [`Encoded::hash`].
+    pub hash: String,
+    /// The upstream catalog's own hash (as in `status.catalogHash`).
+    pub catalog_hash: String,
+    pub tool_count: usize,
+    pub chunks: Vec<ChunkRef>,
+}
+
+/// Where one chunk is stored and what it must hash to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkRef {
+    /// Storage name (the ConfigMap's name).
+    pub name: String,
+    pub sha256: String,
+    pub size: usize,
+}
+
+/// A published upstream that cannot be read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("published upstream {prefix}: {message}")]
+pub struct PublishError {
+    pub prefix: String,
+    pub message: String,
+}
+
+/// Serialises, compresses and chunks one upstream.
+pub fn encode(upstream: &PublishedUpstream, max_chunk: usize) -> Encoded {
+    // Serialising plain data types into memory cannot fail.
+    let json = serde_json::to_vec(upstream).unwrap_or_default();
+    let hash = hex(&Sha256::digest(&json));
+    let mut gz = flate2::GzBuilder::new().write(Vec::new(), flate2::Compression::new(6));
+    // Writing into a Vec cannot fail.
+    let _ = gz.write_all(&json);
+    let compressed = gz.finish().unwrap_or_default();
+    let max_chunk = max_chunk.max(1);
+    let chunks: Vec<Vec<u8>> = compressed.chunks(max_chunk).map(<[u8]>::to_vec).collect();
+    let chunk_hashes = chunks.iter().map(|c| hex(&Sha256::digest(c))).collect();
+    Encoded {
+        hash,
+        size: compressed.len(),
+        chunks,
+        chunk_hashes,
+    }
+}
+
+/// Reassembles an upstream from the chunks its index entry names, in order,
+/// checking every chunk's hash, the content hash and the format.
+pub fn decode(entry: &IndexEntry, chunks: &[&[u8]]) -> Result<PublishedUpstream, PublishError> {
+    let err = |message: String| PublishError {
+        prefix: entry.prefix.clone(),
+        message,
+    };
+    if chunks.len() != entry.chunks.len() {
+        return Err(err(format!(
+            "index names {} chunks, {} given",
+            entry.chunks.len(),
+            chunks.len()
+        )));
+    }
+    let mut compressed = Vec::with_capacity(entry.chunks.iter().map(|c| c.size).sum());
+    for (chunk, r) in chunks.iter().zip(&entry.chunks) {
+        let got = hex(&Sha256::digest(chunk));
+        if got != r.sha256 {
+            return Err(err(format!(
+                "chunk {} has sha256 {got}, the index says {} (written while being read?)",
+                r.name, r.sha256
+            )));
+        }
+        compressed.extend_from_slice(chunk);
+    }
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(compressed.as_slice())
+        .take(MAX_DECOMPRESSED_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| err(format!("gzip: {e}")))?;
+    if json.len() as u64 > MAX_DECOMPRESSED_BYTES {
+        return Err(err(format!(
+            "larger than {MAX_DECOMPRESSED_BYTES} bytes uncompressed"
+        )));
+    }
+    let got = hex(&Sha256::digest(&json));
+    if got != entry.hash {
+        return Err(err(format!(
+            "content sha256 {got} differs from the index's {}",
+            entry.hash
+        )));
+    }
+    let upstream: PublishedUpstream =
+        serde_json::from_slice(&json).map_err(|e| err(format!("JSON: {e}")))?;
+    if upstream.format != PUBLISHED_FORMAT {
+        return Err(err(format!(
+            "format {:?}, this build reads {PUBLISHED_FORMAT:?}",
+            upstream.format
+        )));
+    }
+    if upstream.catalog.prefix != entry.prefix {
+        return Err(err(format!(
+            "holds prefix {:?}, the index says {:?}",
+            upstream.catalog.prefix, entry.prefix
+        )));
+    }
+    Ok(upstream)
+}
+
+impl Index {
+    /// Parses an index; an empty text is an empty index.
+    pub fn parse(text: &str) -> Result<Index, String> {
+        if text.trim().is_empty() {
+            return Ok(Index::default());
+        }
+        let index: Index = serde_json::from_str(text).map_err(|e| format!("index: {e}"))?;
+        if index.format != PUBLISHED_FORMAT {
+            return Err(format!(
+                "index format {:?}, this build reads {PUBLISHED_FORMAT:?}",
+                index.format
+            ));
+        }
+        Ok(index)
+    }
+
+    /// Canonical text: sorted by prefix, pretty enough to `kubectl get -o yaml`.
+    pub fn to_text(&self) -> String {
+        let mut sorted = self.clone();
+        sorted.format = PUBLISHED_FORMAT.to_string();
+        sorted.upstreams.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        serde_json::to_string_pretty(&sorted).unwrap_or_default()
+    }
+
+    pub fn entry(&self, prefix: &str) -> Option<&IndexEntry> {
+        self.upstreams.iter().find(|e| e.prefix == prefix)
+    }
+
+    /// Inserts or replaces the entry for its prefix.
+    pub fn upsert(&mut self, entry: IndexEntry) {
+        self.upstreams.retain(|e| e.prefix != entry.prefix);
+        self.upstreams.push(entry);
+        self.upstreams.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    }
+
+    /// Removes the entry for a prefix; true if there was one.
+    pub fn remove(&mut self, prefix: &str) -> bool {
+        let before = self.upstreams.len();
+        self.upstreams.retain(|e| e.prefix != prefix);
+        before != self.upstreams.len()
+    }
+
+    /// Every chunk name the index refers to.
+    pub fn chunk_names(&self) -> impl Iterator<Item = &str> {
+        self.upstreams
+            .iter()
+            .flat_map(|e| e.chunks.iter().map(|c| c.name.as_str()))
+    }
+
+    /// sha256 over the entries' content hashes: what the gateway reports as
+    /// the catalog it serves once it has loaded this index.
+    pub fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(PUBLISHED_FORMAT.as_bytes());
+        let mut entries: Vec<&IndexEntry> = self.upstreams.iter().collect();
+        entries.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        for e in entries {
+            h.update(e.prefix.as_bytes());
+            h.update([0]);
+            h.update(e.hash.as_bytes());
+            h.update([0]);
+        }
+        hex(&h.finalize())
+    }
+}
+
+/// The catalog the gateway serves from a set of decoded upstreams.
+pub fn catalog_of(upstreams: &[PublishedUpstream]) -> Catalog {
+    Catalog::new(upstreams.iter().map(|u| u.catalog.clone()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> PublishedUpstream {
+        let spec = br#"{"openapi": "3.0.3", "info": {"title": "t", "version": "1"},
+          "paths": {"/pets": {"get": {"operationId": "listPets",
+            "responses": {"200": {"description": "ok"}}}}}}"#;
+        let options = crate::CompileOptions::default();
+        let catalog = crate::compile_upstream(&crate::UpstreamSource {
+            prefix: "pets",
+            document: "t.json",
+            spec,
+            overlays: &[],
+            options: &options,
+        })
+        .unwrap();
+        PublishedUpstream {
+            format: PUBLISHED_FORMAT.into(),
+            source: "default/pets".into(),
+            runtime: UpstreamConfig {
+                base_url: Some("http://pets".into()),
+                ..Default::default()
+            },
+            catalog,
+        }
+    }
+
+    fn entry(u: &PublishedUpstream, e: &Encoded) -> IndexEntry {
+        IndexEntry {
+            prefix: u.catalog.prefix.clone(),
+            source: u.source.clone(),
+            hash: e.hash.clone(),
+            catalog_hash: u.catalog.hash.clone(),
+            tool_count: u.catalog.tools.len(),
+            chunks: e
+                .chunk_hashes
+                .iter()
+                .enumerate()
+                .map(|(i, h)| ChunkRef {
+                    name: format!("c{i}"),
+                    sha256: h.clone(),
+                    size: e.chunks[i].len(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn round_trips_through_small_chunks_and_is_deterministic() {
+        let u = sample();
+        let e = encode(&u, 64);
+        assert!(e.chunks.len() > 1);
+        assert!(e.chunks.iter().all(|c| c.len() <= 64));
+        assert_eq!(e, encode(&u, 64));
+        let ix = entry(&u, &e);
+        let parts: Vec<&[u8]> = e.chunks.iter().map(Vec::as_slice).collect();
+        assert_eq!(decode(&ix, &parts).unwrap(), u);
+    }
+
+    #[test]
+    fn a_chunk_from_another_version_is_refused() {
+        let u = sample();
+        let e = encode(&u, 64);
+        let ix = entry(&u, &e);
+        let mut parts: Vec<&[u8]> = e.chunks.iter().map(Vec::as_slice).collect();
+        let other = b"not this".to_vec();
+        parts[1] = &other;
+        let err = decode(&ix, &parts).unwrap_err();
+        assert!(err.message.contains("chunk c1"), "{err}");
+    }
+
+    #[test]
+    fn index_text_round_trips_sorted() {
+        let u = sample();
+        let e = encode(&u, MAX_CHUNK_BYTES);
+        let mut index = Index::default();
+        let mut b = entry(&u, &e);
+        b.prefix = "b".into();
+        index.upsert(b);
+        index.upsert(entry(&u, &e));
+        let mut parsed = Index::parse(&index.to_text()).unwrap();
+        assert_eq!(parsed.upstreams[0].prefix, "b");
+        assert_eq!(parsed.upstreams[1].prefix, "pets");
+        assert_eq!(parsed.hash(), index.hash());
+        assert!(parsed.remove("b"));
+        assert_ne!(parsed.hash(), index.hash());
+        assert!(Index::parse("{\"format\": \"x\", \"upstreams\": []}").is_err());
+    }
+}

@@ -1,0 +1,133 @@
+//! How the gateway reaches one upstream: base URL, outbound auth, limits and
+//! response checks — what a catalog does not and must not say.
+//!
+//! Data only. The gateway reads these from its config file (`toolgate serve
+//! --config`) or from what the operator publishes (see [`crate::publish`]);
+//! the operator writes them from an `McpUpstream`. Credentials are always
+//! *references* ([`SecretRef`]), resolved by the gateway when it builds a
+//! snapshot; their values never enter a catalog or a ConfigMap.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Default cap on an upstream response body.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
+/// Default per-request upstream timeout.
+pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
+/// Statuses that take the success path unless configured otherwise.
+pub const DEFAULT_SUCCESS_STATUS: &[u16] = &[200, 201, 202, 204];
+/// Statuses that take the error path unless configured otherwise.
+pub const DEFAULT_ERROR_STATUS: &[u16] = &[400, 401, 403, 404, 409, 422, 429, 500, 502, 503, 504];
+
+/// The whole gateway config.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct GatewayConfig {
+    /// Settings per catalog prefix.
+    pub upstreams: BTreeMap<String, UpstreamConfig>,
+}
+
+/// How the gateway talks to one upstream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Overrides the catalog's `defaultBaseUrl`.
+    pub base_url: Option<String>,
+    pub auth: AuthConfig,
+    /// Whole request, body included. Default [`DEFAULT_TIMEOUT_SECONDS`].
+    pub timeout_seconds: Option<f64>,
+    /// Default [`DEFAULT_MAX_RESPONSE_BYTES`].
+    pub max_response_bytes: Option<u64>,
+    /// In-flight requests to this upstream; further calls wait. None = no limit.
+    pub max_concurrency: Option<usize>,
+    /// Sent on every request (after the plan's own headers, so they win).
+    pub headers: BTreeMap<String, String>,
+    pub response_validation: ResponseValidation,
+    /// Default [`DEFAULT_SUCCESS_STATUS`].
+    pub success_status: Option<Vec<u16>>,
+    /// Default [`DEFAULT_ERROR_STATUS`].
+    pub error_status: Option<Vec<u16>>,
+}
+
+/// What to do when a success response does not match its schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ResponseValidation {
+    /// Log and return the data.
+    #[default]
+    Warn,
+    /// Return isError with the validation errors.
+    Fail,
+    /// Do not validate.
+    Off,
+}
+
+/// Outbound authentication of one upstream.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "type", deny_unknown_fields)]
+pub enum AuthConfig {
+    #[default]
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer { token: SecretRef },
+    /// An API key in a header or a query parameter.
+    #[serde(rename_all = "camelCase")]
+    ApiKey {
+        #[serde(rename = "in")]
+        location: ApiKeyLocation,
+        name: String,
+        value: SecretRef,
+    },
+    /// `Authorization: Basic base64(user:password)`.
+    Basic {
+        username: SecretRef,
+        password: SecretRef,
+    },
+    /// OAuth2 client credentials grant; the token is cached and refreshed
+    /// before it expires.
+    #[serde(rename_all = "camelCase")]
+    Oauth2ClientCredentials {
+        token_url: String,
+        client_id: SecretRef,
+        client_secret: SecretRef,
+        #[serde(default)]
+        scopes: Vec<String>,
+        #[serde(default)]
+        audience: Option<String>,
+        /// `basic` (default, RFC 6749 §2.3.1) or `post` (credentials in the form).
+        #[serde(default)]
+        client_auth: ClientAuthMethod,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ApiKeyLocation {
+    Header,
+    Query,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ClientAuthMethod {
+    #[default]
+    Basic,
+    Post,
+}
+
+/// Where a secret lives: exactly one of `file`, `env`, `secretKey`; a plain
+/// `value` is also accepted for non-secret strings such as a username.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SecretRef {
+    pub file: Option<PathBuf>,
+    pub env: Option<String>,
+    pub value: Option<String>,
+    /// A key of the credentials Secret the operator maintains in its own
+    /// namespace (see `crds::publish`); resolved by the gateway from that
+    /// Secret, so published catalogs hold references, never values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_key: Option<String>,
+}

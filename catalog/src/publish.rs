@@ -81,6 +81,10 @@ pub struct IndexEntry {
     pub catalog_hash: String,
     pub tool_count: usize,
     pub chunks: Vec<ChunkRef>,
+    /// Keys of the credentials store this upstream's runtime references,
+    /// so the publisher can drop the ones no upstream needs any more.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<String>,
 }
 
 /// Where one chunk is stored and what it must hash to.
@@ -295,6 +299,7 @@ mod tests {
                     size: e.chunks[i].len(),
                 })
                 .collect(),
+            credentials: vec![],
         }
     }
 

@@ -411,8 +411,19 @@ fn strip_directives(v: &mut Value) {
 
 /// RFC 6902 JSON patch; the error names the failing operation.
 pub(crate) fn json_patch(doc: &mut Value, patch: &Value) -> Result<(), String> {
-    let ops: json_patch::Patch =
+    let mut ops: json_patch::Patch =
         serde_json::from_value(patch.clone()).map_err(|e| format!("invalid JSON patch: {e}"))?;
+    // The API server's JSON patch library (evanphx/json-patch) treats a
+    // `test` of a missing path against `null` as a match; kube-runtime's
+    // finalizer helper relies on it (`test /metadata/finalizers null` before
+    // adding the first finalizer). RFC 6902 says missing paths fail, as the
+    // json-patch crate does, so such tests are dropped when the path is absent.
+    ops.0.retain(|op| match op {
+        json_patch::PatchOperation::Test(t) => {
+            !(t.value.is_null() && doc.pointer(t.path.as_str()).is_none())
+        }
+        _ => true,
+    });
     json_patch::patch(doc, &ops).map_err(|e| e.to_string())
 }
 
@@ -505,6 +516,24 @@ mod tests {
         assert_eq!(main, FieldSet::from([vec!["spec".into(), "x".into()]]));
         let status = leaf_paths(&obj, Scope::Status);
         assert_eq!(status, FieldSet::from([vec!["status".into(), "y".into()]]));
+    }
+
+    #[test]
+    fn json_patch_test_of_a_missing_path_against_null_passes_as_upstream() {
+        let mut doc = json!({"metadata": {}});
+        json_patch(
+            &mut doc,
+            &json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                    {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]),
+        )
+        .unwrap();
+        assert_eq!(doc["metadata"]["finalizers"], json!(["f"]));
+        // A present value still has to match.
+        assert!(json_patch(
+            &mut doc,
+            &json!([{"op": "test", "path": "/metadata/finalizers", "value": null}])
+        )
+        .is_err());
     }
 
     #[test]

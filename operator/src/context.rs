@@ -1,0 +1,143 @@
+//! What every reconcile shares: the client, the settings, caches and the
+//! publisher.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crds::{McpOverlay, McpUpstream};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::publish::Publisher;
+use crate::sources::UrlCache;
+
+/// Operator settings (see `toolgate-operator run --help`).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Watch one namespace; `None` watches all.
+    pub namespace: Option<String>,
+    /// Where the catalog, the credentials Secret and the Lease live.
+    pub publish_namespace: String,
+    pub leader_election: bool,
+    pub lease_name: String,
+    pub identity: String,
+    /// Cap on one upstream's compressed catalog.
+    pub max_upstream_bytes: usize,
+    pub health_addr: SocketAddr,
+    /// Compiles running at once (each is CPU-bound).
+    pub compile_concurrency: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            namespace: None,
+            publish_namespace: "toolgate-system".into(),
+            leader_election: true,
+            lease_name: "toolgate-operator".into(),
+            identity: "toolgate-operator".into(),
+            max_upstream_bytes: catalog::publish::DEFAULT_MAX_UPSTREAM_BYTES,
+            health_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
+            compile_concurrency: 2,
+        }
+    }
+}
+
+/// A compile result kept per upstream, keyed by the hash of every input.
+#[derive(Clone)]
+pub struct Compiled {
+    pub input_hash: String,
+    pub result: Result<Arc<catalog::UpstreamCatalog>, crate::upstream::Failure>,
+}
+
+/// What the upstream controller learnt about one overlay on one upstream;
+/// the overlay controller turns these into the overlay's status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayOutcome {
+    /// `Err(message)` when this overlay failed for this upstream.
+    pub result: Result<(), String>,
+    /// `(action index, target)` of actions that matched nothing.
+    pub unmatched: Vec<(u32, String)>,
+}
+
+/// Counters served at `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub reconciles: AtomicU64,
+    pub reconcile_errors: AtomicU64,
+    pub compiles: AtomicU64,
+    pub publishes: AtomicU64,
+    pub status_writes: AtomicU64,
+    leader: AtomicBool,
+}
+
+impl Metrics {
+    pub fn set_leader(&self, v: bool) {
+        self.leader.store(v, Ordering::Relaxed);
+    }
+    pub fn leader(&self) -> bool {
+        self.leader.load(Ordering::Relaxed)
+    }
+    pub fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub options: Options,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub publisher: Publisher,
+    pub http: reqwest::Client,
+    pub url_cache: UrlCache,
+    pub compile_slots: Semaphore,
+    /// Keyed by `namespace/name`.
+    pub compiled: Mutex<HashMap<String, Compiled>>,
+    /// `overlay namespace/name` → upstream name → outcome.
+    pub overlay_outcomes: Mutex<HashMap<String, BTreeMap<String, OverlayOutcome>>>,
+    /// Set once the controllers are built (after the context).
+    pub upstreams: OnceLock<Store<McpUpstream>>,
+    pub overlays: OnceLock<Store<McpOverlay>>,
+    /// Asks the overlay controller to refresh an overlay's status.
+    pub overlay_trigger: mpsc::UnboundedSender<ObjectRef<McpOverlay>>,
+    pub overlay_trigger_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<McpOverlay>>>>,
+}
+
+impl Context {
+    pub fn new(client: kube::Client, options: Options, metrics: Arc<Metrics>) -> Arc<Self> {
+        let reporter = Reporter {
+            controller: "toolgate-operator".into(),
+            instance: Some(options.identity.clone()),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        Arc::new(Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            publisher: Publisher::new(client.clone(), &options.publish_namespace),
+            http: reqwest::Client::builder()
+                .user_agent(concat!("toolgate-operator/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .unwrap_or_default(),
+            url_cache: UrlCache::default(),
+            compile_slots: Semaphore::new(options.compile_concurrency.max(1)),
+            compiled: Mutex::default(),
+            overlay_outcomes: Mutex::default(),
+            upstreams: OnceLock::new(),
+            overlays: OnceLock::new(),
+            overlay_trigger: tx,
+            overlay_trigger_rx: Mutex::new(Some(rx)),
+            metrics,
+            options,
+            client,
+        })
+    }
+}
+
+/// Locks a mutex, carrying on with the data if a panicking reconcile
+/// poisoned it: every map here is a cache that stays consistent per entry.
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,111 @@
+//! toolgate's operator: McpUpstream and McpOverlay resources in, a published
+//! catalog and honest status conditions out.
+//!
+//! One stage per module, data flowing one way:
+//!
+//! - [`sources`]: read what an upstream refers to — its OpenAPI document
+//!   (inline, ConfigMap or URL with ETag), its overlays, its Secrets and
+//!   Service — into plain bytes, or a failure naming the field.
+//! - [`upstream`]: the McpUpstream controller. Compiles (the `catalog` crate,
+//!   cached by input hash so an unrelated change recompiles nothing),
+//!   decides prefix ownership cluster-wide, publishes, writes status.
+//! - [`publish`]: the catalog ConfigMaps (index + content-addressed gzip
+//!   chunks) and the credentials Secret in the operator's namespace.
+//! - [`overlay`]: the McpOverlay controller, reporting what the upstream
+//!   controller found for each overlay.
+//! - [`leader`]: a `coordination.k8s.io` Lease; only the holder runs the
+//!   controllers, so two replicas never both write.
+//! - [`status`]: conditions with stable transition times, so an unchanged
+//!   outcome never writes.
+
+pub mod context;
+pub mod http;
+pub mod leader;
+pub mod overlay;
+pub mod publish;
+pub mod sources;
+pub mod status;
+pub mod upstream;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio_util::sync::CancellationToken;
+
+pub use context::{Context, Options};
+
+/// Installs rustls' ring provider once: the operator's kube client and its
+/// URL fetcher share one TLS stack.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Runs the operator until `shutdown` fires: the health server at once, the
+/// controllers while this replica holds the lease (or always, without
+/// leader election).
+pub async fn run(
+    client: kube::Client,
+    options: Options,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(context::Metrics::default());
+    let health = http::serve(options.health_addr, metrics.clone(), shutdown.clone())
+        .await
+        .context("health server")?;
+    tracing::info!(addr = %health, "health and metrics listening");
+
+    if options.leader_election {
+        let elector = leader::Elector::new(
+            client.clone(),
+            &options.publish_namespace,
+            &options.lease_name,
+            &options.identity,
+        );
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                _ = elector.acquire() => {}
+            }
+            tracing::info!(identity = %options.identity, "leading");
+            metrics.set_leader(true);
+            let lost = CancellationToken::new();
+            let stop = lost.clone();
+            let run_ctl = controllers(
+                client.clone(),
+                options.clone(),
+                metrics.clone(),
+                lost.clone(),
+            );
+            let keep = elector.keep(lost.clone());
+            tokio::select! {
+                r = run_ctl => { r?; }
+                _ = keep => {
+                    tracing::warn!("lost the lease; stopping the controllers");
+                }
+                _ = shutdown.cancelled() => {
+                    stop.cancel();
+                    elector.release().await;
+                    return Ok(());
+                }
+            }
+            stop.cancel();
+            metrics.set_leader(false);
+            // Let in-flight writes finish before competing again.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    } else {
+        metrics.set_leader(true);
+        controllers(client, options, metrics, shutdown).await
+    }
+}
+
+async fn controllers(
+    client: kube::Client,
+    options: Options,
+    metrics: Arc<context::Metrics>,
+    stop: CancellationToken,
+) -> anyhow::Result<()> {
+    let ctx = Context::new(client, options, metrics);
+    upstream::run(ctx, stop).await
+}

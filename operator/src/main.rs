@@ -1,0 +1,108 @@
+//! `toolgate-operator`: reconciles McpUpstream and McpOverlay resources into
+//! the catalog the toolgate gateway serves.
+
+use std::net::SocketAddr;
+
+use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Parser)]
+#[command(name = "toolgate-operator", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the operator (the default).
+    Run(RunArgs),
+    /// Print the CustomResourceDefinitions (YAML) and exit.
+    Crds,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct RunArgs {
+    /// Watch McpUpstreams and McpOverlays in this namespace only (default: all).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// Namespace the catalog ConfigMaps, the credentials Secret and the Lease live in.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "toolgate-system")]
+    publish_namespace: String,
+    /// Elect a leader with a Lease so several replicas can run; only the
+    /// leader writes.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_election: bool,
+    /// Name of the Lease.
+    #[arg(long, default_value = "toolgate-operator")]
+    lease_name: String,
+    /// This replica's identity in the Lease (default: the pod name, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Largest gzipped catalog of one upstream; larger ones fail with CatalogTooLarge.
+    #[arg(long, default_value_t = catalog::publish::DEFAULT_MAX_UPSTREAM_BYTES)]
+    max_upstream_bytes: usize,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    health_addr: SocketAddr,
+    /// Catalog compiles running at once.
+    #[arg(long, default_value_t = 2)]
+    compile_concurrency: usize,
+}
+
+fn identity(given: Option<String>) -> String {
+    given
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("toolgate-operator-{}", std::process::id()))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Crds) => {
+            print!("{}", crds::crd_yaml());
+            return Ok(());
+        }
+        Some(Command::Run(args)) => args,
+        None => cli.run,
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .init();
+    operator::install_crypto_provider();
+    let client = kube::Client::try_default().await?;
+    let options = operator::Options {
+        namespace: args.namespace,
+        publish_namespace: args.publish_namespace,
+        leader_election: args.leader_election,
+        lease_name: args.lease_name,
+        identity: identity(args.identity),
+        max_upstream_bytes: args.max_upstream_bytes,
+        health_addr: args.health_addr,
+        compile_concurrency: args.compile_concurrency,
+    };
+    let shutdown = CancellationToken::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        on_signal.cancel();
+    });
+    operator::run(client, options, shutdown).await
+}

@@ -1,0 +1,139 @@
+//! The McpOverlay controller: the overlay's own validity (its document
+//! parses, its JSONPath targets compile) plus what the upstream controller
+//! found when applying it to each upstream it targets.
+//!
+//! It writes only McpOverlay status; the upstream controller wakes it
+//! whenever an overlay's outcome on some upstream changes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crds::conditions::{reasons, types};
+use crds::{McpOverlay, McpOverlayStatus, UnmatchedTarget, MAX_STATUS_UNMATCHED};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+
+use crate::context::{lock, Context, Metrics};
+use crate::status::{self, Cond};
+use crate::upstream::Error;
+
+pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let ns = o.namespace().unwrap_or_default();
+    let name = o.name_any();
+    let okey = format!("{ns}/{name}");
+
+    let own = match crate::sources::overlay(&ctx, &ns, &o).await {
+        Ok(src) => catalog::Overlay::parse(&okey, &src.bytes, src.strict)
+            .map(drop)
+            .map_err(|e| {
+                (
+                    reasons::OVERLAY_INVALID.to_string(),
+                    format!("McpOverlay {okey}: {e}"),
+                )
+            }),
+        Err(f) if f.transient => return Err(f.into()),
+        Err(f) => Err((f.reason, f.message)),
+    };
+
+    // Upstreams it targets now, by the upstream cache.
+    let targeted: Vec<String> = ctx
+        .upstreams
+        .get()
+        .map(|s| s.state())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|u| u.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|u| crate::sources::targets(&o, u) || u.spec.overlays.contains(&name))
+        .map(|u| u.name_any())
+        .collect();
+    let outcomes = lock(&ctx.overlay_outcomes)
+        .get(&okey)
+        .cloned()
+        .unwrap_or_default();
+    if own.is_ok() && targeted.iter().any(|u| !outcomes.contains_key(u)) {
+        // An upstream has not reported yet (e.g. just after a restart): it
+        // wakes this overlay when it does. Writing now would flap the
+        // status through partial lists.
+        return Ok(Action::requeue(Duration::from_secs(600)));
+    }
+
+    let mut applied_to = Vec::new();
+    let mut failed = Vec::new();
+    let mut unmatched = Vec::new();
+    for upstream in &targeted {
+        let Some(out) = outcomes.get(upstream) else {
+            continue;
+        };
+        match &out.result {
+            Ok(()) => applied_to.push(upstream.clone()),
+            Err(m) => failed.push(format!("{upstream}: {m}")),
+        }
+        for (action, target) in &out.unmatched {
+            unmatched.push(UnmatchedTarget {
+                upstream: upstream.clone(),
+                action: *action,
+                target: target.clone(),
+            });
+        }
+    }
+    let unmatched_count = unmatched.len();
+    unmatched.truncate(MAX_STATUS_UNMATCHED);
+
+    let ready = match (&own, targeted.is_empty(), failed.first()) {
+        (Err((reason, message)), _, _) => Cond::fail(types::READY, reason, message),
+        (Ok(()), true, _) => Cond::fail(
+            types::READY,
+            reasons::NO_UPSTREAM,
+            format!("no McpUpstream in namespace {ns} matches spec.upstreamRef / spec.upstreamSelector or lists it in spec.overlays"),
+        ),
+        (Ok(()), false, Some(_)) => Cond::fail(
+            types::READY,
+            reasons::OVERLAY_INVALID,
+            format!("failed on {} upstream(s): {}", failed.len(), failed.join("; ")),
+        ),
+        (Ok(()), false, None) if unmatched_count > 0 => Cond::ok(
+            types::READY,
+            reasons::APPLIED,
+            format!(
+                "applied to {}; {unmatched_count} action target(s) matched nothing (see status.unmatchedTargets)",
+                applied_to.join(", ")
+            ),
+        ),
+        (Ok(()), false, None) => Cond::ok(
+            types::READY,
+            reasons::APPLIED,
+            format!("applied to {}", applied_to.join(", ")),
+        ),
+    };
+    let old = o.status.clone().unwrap_or_default();
+    let new = McpOverlayStatus {
+        observed_generation: o.metadata.generation,
+        conditions: status::merge(&old.conditions, &[ready], o.metadata.generation),
+        applied_to,
+        unmatched_targets: unmatched,
+    };
+    if new != old {
+        let mut body = serde_json::to_value(&new).unwrap_or_default();
+        if let Some(m) = body.as_object_mut() {
+            for k in ["appliedTo", "unmatchedTargets"] {
+                m.entry(k).or_insert(serde_json::Value::Null);
+            }
+        }
+        let api: Api<McpOverlay> = Api::namespaced(ctx.client.clone(), &ns);
+        api.patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({ "status": body })),
+        )
+        .await?;
+        Metrics::inc(&ctx.metrics.status_writes);
+    }
+    Ok(Action::requeue(Duration::from_secs(600)))
+}
+
+pub fn error_policy(o: Arc<McpOverlay>, e: &Error, ctx: Arc<Context>) -> Action {
+    Metrics::inc(&ctx.metrics.reconcile_errors);
+    tracing::warn!(overlay = %o.name_any(), error = %e, "overlay reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}

@@ -1,0 +1,373 @@
+//! Publishing: the catalog ConfigMaps and the credentials Secret in the
+//! operator's namespace (names and labels in `crds::publish`, content in
+//! `catalog::publish`).
+//!
+//! Order makes every intermediate state safe for a reader: chunks are
+//! created first (content-addressed, never rewritten), then the index names
+//! them, and only then are chunks no index entry names deleted. A gateway
+//! that reads the index therefore always finds the chunks it names, or
+//! keeps what it serves until they arrive.
+//!
+//! All writes go through one lock: the index is a single object shared by
+//! every upstream, and garbage collection must not race a publish whose
+//! chunks are not in the index yet. Across replicas, only the lease holder
+//! publishes; the index is still replaced with a resourceVersion
+//! precondition so a stale writer fails instead of overwriting.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use catalog::publish::{ChunkRef, Encoded, Index, IndexEntry, PublishedUpstream};
+use crds::publish as names;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::ByteString;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use tokio::sync::Mutex;
+
+const MANAGER: &str = "toolgate-operator";
+const SOURCE_ANNOTATION: &str = "toolgate.dev/source";
+
+pub struct Publisher {
+    configmaps: Api<ConfigMap>,
+    secrets: Api<Secret>,
+    namespace: String,
+    lock: Mutex<()>,
+}
+
+/// What [`Publisher::publish`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// False when the index already had exactly this version.
+    pub changed: bool,
+    pub entry: IndexEntry,
+}
+
+fn labels(component: &str, prefix: Option<&str>) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::from([
+        (names::PART_OF.0.to_string(), names::PART_OF.1.to_string()),
+        (names::COMPONENT.to_string(), component.to_string()),
+    ]);
+    if let Some(p) = prefix {
+        l.insert(names::PREFIX_LABEL.to_string(), p.to_string());
+    }
+    l
+}
+
+fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+impl Publisher {
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Publisher {
+            configmaps: Api::namespaced(client.clone(), namespace),
+            secrets: Api::namespaced(client, namespace),
+            namespace: namespace.to_string(),
+            lock: Mutex::new(()),
+        }
+    }
+
+    /// The index as stored, with its resourceVersion (None: no index yet).
+    async fn read_index(&self) -> Result<(Index, Option<String>), kube::Error> {
+        let Some(cm) = self.configmaps.get_opt(names::INDEX_NAME).await? else {
+            return Ok((Index::default(), None));
+        };
+        let text = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(names::INDEX_KEY))
+            .map(String::as_str)
+            .unwrap_or_default();
+        let index = Index::parse(text).unwrap_or_else(|e| {
+            // Rebuilt from the upstreams as they reconcile; better than
+            // refusing to publish anything ever again.
+            tracing::error!(error = %e, configmap = names::INDEX_NAME, "unreadable index; starting a new one");
+            Index::default()
+        });
+        Ok((index, cm.metadata.resource_version))
+    }
+
+    /// Writes the index; `Err` 409 when someone else wrote it since it was read.
+    async fn write_index(&self, index: &Index, rv: Option<String>) -> Result<(), kube::Error> {
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(names::INDEX_NAME.into()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(labels(names::COMPONENT_INDEX, None)),
+                resource_version: rv.clone(),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(
+                names::INDEX_KEY.to_string(),
+                index.to_text(),
+            )])),
+            ..Default::default()
+        };
+        let pp = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        if rv.is_some() {
+            self.configmaps
+                .replace(names::INDEX_NAME, &pp, &cm)
+                .await
+                .map(drop)
+        } else {
+            self.configmaps.create(&pp, &cm).await.map(drop)
+        }
+    }
+
+    /// Reads, changes and writes the index, retrying on write conflicts.
+    /// `change` returns false when nothing needs writing.
+    async fn update_index(
+        &self,
+        mut change: impl FnMut(&mut Index) -> bool,
+    ) -> Result<Index, kube::Error> {
+        let mut attempt = 0;
+        loop {
+            let (mut index, rv) = self.read_index().await?;
+            if !change(&mut index) {
+                return Ok(index);
+            }
+            match self.write_index(&index, rv).await {
+                Ok(()) => return Ok(index),
+                Err(e) if (is_status(&e, 409)) && attempt < 5 => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The entry currently published for an McpUpstream (`namespace/name`).
+    pub async fn published(&self, source: &str) -> Result<Option<IndexEntry>, kube::Error> {
+        let (index, _) = self.read_index().await?;
+        Ok(index.upstreams.into_iter().find(|e| e.source == source))
+    }
+
+    /// Publishes one upstream: credentials, chunks, index, then garbage.
+    pub async fn publish(
+        &self,
+        upstream: &PublishedUpstream,
+        encoded: &Encoded,
+        credentials: BTreeMap<String, Vec<u8>>,
+    ) -> Result<Outcome, kube::Error> {
+        let _guard = self.lock.lock().await;
+        let prefix = upstream.catalog.prefix.clone();
+        let entry = IndexEntry {
+            prefix: prefix.clone(),
+            source: upstream.source.clone(),
+            hash: encoded.hash.clone(),
+            catalog_hash: upstream.catalog.hash.clone(),
+            tool_count: upstream.catalog.tools.len(),
+            chunks: encoded
+                .chunks
+                .iter()
+                .zip(&encoded.chunk_hashes)
+                .map(|(c, h)| ChunkRef {
+                    name: names::chunk_name(&prefix, h),
+                    sha256: h.clone(),
+                    size: c.len(),
+                })
+                .collect(),
+            credentials: credentials.keys().cloned().collect(),
+        };
+        self.put_credentials(&credentials).await?;
+        let (index, _) = self.read_index().await?;
+        if index.entry(&prefix) == Some(&entry)
+            && index
+                .upstreams
+                .iter()
+                .all(|e| e.source != entry.source || e.prefix == prefix)
+        {
+            return Ok(Outcome {
+                changed: false,
+                entry,
+            });
+        }
+        for (chunk, r) in encoded.chunks.iter().zip(&entry.chunks) {
+            self.put_chunk(&prefix, &upstream.source, r, chunk).await?;
+        }
+        let new_entry = entry.clone();
+        let index = self
+            .update_index(|index| {
+                // A renamed prefix leaves its old entry behind otherwise.
+                index.upstreams.retain(|e| e.source != new_entry.source);
+                index.upsert(new_entry.clone());
+                true
+            })
+            .await?;
+        self.collect_garbage(&index).await?;
+        Ok(Outcome {
+            changed: true,
+            entry,
+        })
+    }
+
+    /// Removes whatever an McpUpstream published. True if it had an entry.
+    pub async fn unpublish(&self, source: &str) -> Result<bool, kube::Error> {
+        let _guard = self.lock.lock().await;
+        let mut removed = false;
+        let index = self
+            .update_index(|index| {
+                let before = index.upstreams.len();
+                index.upstreams.retain(|e| e.source != source);
+                removed = before != index.upstreams.len();
+                removed
+            })
+            .await?;
+        if removed {
+            self.collect_garbage(&index).await?;
+        }
+        Ok(removed)
+    }
+
+    async fn put_chunk(
+        &self,
+        prefix: &str,
+        source: &str,
+        r: &ChunkRef,
+        bytes: &[u8],
+    ) -> Result<(), kube::Error> {
+        if self.configmaps.get_opt(&r.name).await?.is_some() {
+            // Content-addressed: an existing chunk already holds these bytes.
+            return Ok(());
+        }
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(r.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(labels(names::COMPONENT_CHUNK, Some(prefix))),
+                annotations: Some(BTreeMap::from([(
+                    SOURCE_ANNOTATION.to_string(),
+                    source.to_string(),
+                )])),
+                ..Default::default()
+            },
+            binary_data: Some(BTreeMap::from([(
+                names::CHUNK_KEY.to_string(),
+                ByteString(bytes.to_vec()),
+            )])),
+            immutable: Some(true),
+            ..Default::default()
+        };
+        let pp = PostParams {
+            field_manager: Some(MANAGER.into()),
+            ..Default::default()
+        };
+        match self.configmaps.create(&pp, &cm).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds or updates credential keys (a merge patch: other upstreams'
+    /// keys are untouched; nothing is written when values are current).
+    async fn put_credentials(&self, creds: &BTreeMap<String, Vec<u8>>) -> Result<(), kube::Error> {
+        if creds.is_empty() {
+            return Ok(());
+        }
+        let current = self.secrets.get_opt(names::CREDENTIALS_SECRET).await?;
+        let Some(current) = current else {
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(names::CREDENTIALS_SECRET.into()),
+                    namespace: Some(self.namespace.clone()),
+                    labels: Some(labels(names::COMPONENT_CREDENTIALS, None)),
+                    ..Default::default()
+                },
+                data: Some(
+                    creds
+                        .iter()
+                        .map(|(k, v)| (k.clone(), ByteString(v.clone())))
+                        .collect(),
+                ),
+                type_: Some("Opaque".into()),
+                ..Default::default()
+            };
+            let pp = PostParams {
+                field_manager: Some(MANAGER.into()),
+                ..Default::default()
+            };
+            return match self.secrets.create(&pp, &secret).await {
+                Ok(_) => Ok(()),
+                // Created meanwhile: fall through to a patch next time round.
+                Err(e) if is_status(&e, 409) => Box::pin(self.put_credentials(creds)).await,
+                Err(e) => Err(e),
+            };
+        };
+        let data = current.data.unwrap_or_default();
+        let stale: BTreeMap<&String, &Vec<u8>> = creds
+            .iter()
+            .filter(|(k, v)| data.get(*k).map(|b| &b.0) != Some(*v))
+            .collect();
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let patch = serde_json::json!({
+            "data": stale
+                .iter()
+                .map(|(k, v)| ((*k).clone(), serde_json::to_value(ByteString((*v).clone())).unwrap_or_default()))
+                .collect::<serde_json::Map<_, _>>()
+        });
+        self.secrets
+            .patch(
+                names::CREDENTIALS_SECRET,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map(drop)
+    }
+
+    /// Deletes chunks the index does not name and credential keys no entry
+    /// references.
+    async fn collect_garbage(&self, index: &Index) -> Result<(), kube::Error> {
+        let live: BTreeSet<&str> = index.chunk_names().collect();
+        let chunks = self
+            .configmaps
+            .list_metadata(&ListParams::default().labels(names::CHUNK_SELECTOR))
+            .await?;
+        for cm in chunks.items {
+            let Some(name) = cm.metadata.name else {
+                continue;
+            };
+            if !live.contains(name.as_str()) {
+                match self
+                    .configmaps
+                    .delete(&name, &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => tracing::debug!(chunk = %name, "deleted unreferenced chunk"),
+                    Err(e) if is_status(&e, 404) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let wanted: BTreeSet<&str> = index
+            .upstreams
+            .iter()
+            .flat_map(|e| e.credentials.iter().map(String::as_str))
+            .collect();
+        if let Some(secret) = self.secrets.get_opt(names::CREDENTIALS_SECRET).await? {
+            let unused: Vec<String> = secret
+                .data
+                .unwrap_or_default()
+                .into_keys()
+                .filter(|k| !wanted.contains(k.as_str()))
+                .collect();
+            if !unused.is_empty() {
+                let patch = serde_json::json!({
+                    "data": unused.iter().map(|k| (k.clone(), serde_json::Value::Null)).collect::<serde_json::Map<_, _>>()
+                });
+                self.secrets
+                    .patch(
+                        names::CREDENTIALS_SECRET,
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,124 @@
+//! Conditions with stable transition times.
+//!
+//! A condition's `lastTransitionTime` moves only when its status does, and a
+//! status is written only when something other than timestamps changed: a
+//! restarted operator that reaches the same conclusions writes nothing.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+/// One condition as a reconcile concludes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cond {
+    pub type_: &'static str,
+    /// `Some(true)` True, `Some(false)` False, `None` Unknown.
+    pub status: Option<bool>,
+    pub reason: String,
+    pub message: String,
+}
+
+impl Cond {
+    pub fn ok(type_: &'static str, reason: &str, message: impl Into<String>) -> Self {
+        Cond {
+            type_,
+            status: Some(true),
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+    pub fn fail(type_: &'static str, reason: &str, message: impl Into<String>) -> Self {
+        Cond {
+            type_,
+            status: Some(false),
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+    pub fn unknown(type_: &'static str, reason: &str, message: impl Into<String>) -> Self {
+        Cond {
+            type_,
+            status: None,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Kubernetes caps condition messages at 32768 bytes.
+const MAX_MESSAGE: usize = 32 * 1024 - 16;
+
+fn status_str(s: Option<bool>) -> &'static str {
+    match s {
+        Some(true) => "True",
+        Some(false) => "False",
+        None => "Unknown",
+    }
+}
+
+/// The new condition list: one entry per `conds`, in their order, keeping
+/// the old `lastTransitionTime` where the status did not change.
+pub fn merge(old: &[Condition], conds: &[Cond], generation: Option<i64>) -> Vec<Condition> {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    conds
+        .iter()
+        .map(|c| {
+            let status = status_str(c.status).to_string();
+            let prev = old.iter().find(|o| o.type_ == c.type_);
+            let last_transition_time = match prev {
+                Some(p) if p.status == status => p.last_transition_time.clone(),
+                _ => now.clone(),
+            };
+            Condition {
+                type_: c.type_.to_string(),
+                status,
+                reason: c.reason.clone(),
+                message: truncate(&c.message, MAX_MESSAGE),
+                observed_generation: generation,
+                last_transition_time,
+            }
+        })
+        .collect()
+}
+
+/// Cuts at a char boundary, saying that it did.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max.saturating_sub(20);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} … (truncated)", &s[..end])
+}
+
+/// The Ready condition of a list, if any.
+pub fn ready(conds: &[Condition]) -> Option<&Condition> {
+    conds
+        .iter()
+        .find(|c| c.type_ == crds::conditions::types::READY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_moves_only_with_status() {
+        let first = merge(&[], &[Cond::ok("Ready", "Published", "a")], Some(1));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let same = merge(&first, &[Cond::ok("Ready", "Published", "b")], Some(2));
+        assert_eq!(first[0].last_transition_time, same[0].last_transition_time);
+        let flipped = merge(&same, &[Cond::fail("Ready", "SpecInvalid", "c")], Some(3));
+        assert_ne!(
+            same[0].last_transition_time,
+            flipped[0].last_transition_time
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_char_boundary() {
+        let s = "é".repeat(40);
+        let t = truncate(&s, 31);
+        assert!(t.ends_with("(truncated)"));
+    }
+}

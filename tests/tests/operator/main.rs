@@ -1,0 +1,487 @@
+//! The real operator against the in-memory API server, over HTTP only: what
+//! `kubectl apply` users see in status and what the gateway finds published.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::*;
+
+fn inline(spec: &str, prefix: &str) -> serde_json::Value {
+    json!({
+        "toolPrefix": prefix,
+        "baseUrl": "http://pets.team-a.svc:8080",
+        "openapi": {"inline": spec},
+    })
+}
+
+fn tool_names(p: &catalog::publish::PublishedUpstream) -> Vec<String> {
+    p.catalog.tools.iter().map(|t| t.name.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applied_upstream_is_published_and_ready() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+
+    let u = wait_ready(&w, NS, "pets", "True", "Published").await;
+    let status = u.status.clone().expect("status");
+    assert_eq!(status.tool_count, Some(3));
+    assert_eq!(status.observed_generation, u.metadata.generation);
+    for t in [
+        "SpecResolved",
+        "OverlaysApplied",
+        "Compiled",
+        "PrefixAccepted",
+        "Published",
+    ] {
+        assert_eq!(cond(&u, t).map(|c| c.0), Some("True".into()), "{t}");
+    }
+
+    let index = w.index().await;
+    let entry = index.entry("pets").expect("index names the upstream");
+    assert_eq!(entry.source, "team-a/pets");
+    assert_eq!(Some(&entry.catalog_hash), status.catalog_hash.as_ref());
+    let published = w.read_published(entry).await;
+    assert_eq!(
+        tool_names(&published),
+        ["pets__list_pets", "pets__create_pet", "pets__fetch_pet"]
+    );
+    assert_eq!(
+        published.runtime.base_url.as_deref(),
+        Some("http://pets.team-a.svc:8080")
+    );
+    // Chunks are labelled for the gateway's watch.
+    let chunk = w
+        .configmaps(PUBLISH_NS)
+        .get(&entry.chunks[0].name)
+        .await
+        .expect("chunk");
+    let labels = chunk.metadata.labels.unwrap_or_default();
+    assert_eq!(
+        labels.get("toolgate.dev/prefix").map(String::as_str),
+        Some("pets")
+    );
+    assert_eq!(chunk.immutable, Some(true));
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlays_change_the_catalog_and_a_bad_one_keeps_the_last_good() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    let before = w.index().await.entry("pets").cloned().expect("published");
+
+    // A good overlay hides createPet.
+    w.apply_overlay(NS, "hide-writes", json!({
+        "upstreamRef": {"name": "pets"},
+        "inline": "overlay: 1.0.0\ninfo: {title: hide, version: '1'}\nactions:\n  - target: $.paths['/pets'].post\n    update: {x-mcp-enabled: false}\n  - target: $.paths['/nothing']\n    update: {x: 1}\n",
+    }))
+    .await;
+    let entry = eventually("catalog without createPet", WAIT, || async {
+        let e = w.index().await.entry("pets").cloned()?;
+        (e.hash != before.hash).then_some(e)
+    })
+    .await;
+    let published = w.read_published(&entry).await;
+    assert_eq!(
+        tool_names(&published),
+        ["pets__list_pets", "pets__fetch_pet"]
+    );
+    let o = eventually("overlay status lists its upstream", WAIT, || async {
+        let o = w.overlays(NS).get("hide-writes").await.ok()?;
+        let s = o.status.clone()?;
+        (s.applied_to == ["pets"]).then_some(o)
+    })
+    .await;
+    let status = o.status.clone().expect("status");
+    assert_eq!(overlay_cond(&o, "Ready").map(|c| c.0), Some("True".into()));
+    assert_eq!(status.unmatched_targets.len(), 1, "{status:?}");
+    assert_eq!(status.unmatched_targets[0].action, 1);
+    assert_eq!(status.unmatched_targets[0].target, "$.paths['/nothing']");
+    let good = entry;
+
+    // A bad JSONPath: the overlay and the upstream say so, the last good
+    // catalog stays published.
+    w.apply_overlay(NS, "broken", json!({
+        "upstreamRef": {"name": "pets"},
+        "order": 5,
+        "inline": "overlay: 1.0.0\ninfo: {title: bad, version: '1'}\nactions:\n  - target: $.paths[?(@.x ==\n    remove: true\n",
+    }))
+    .await;
+    let u = wait_ready(&w, NS, "pets", "False", "OverlayInvalid").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("ready");
+    assert!(msg.contains("McpOverlay team-a/broken"), "{msg}");
+    assert!(msg.contains("/actions/0"), "{msg}");
+    assert!(msg.contains("still serving the last good catalog"), "{msg}");
+    let (s, r, _) = cond(&u, "Published").expect("published");
+    assert_eq!((s.as_str(), r.as_str()), ("True", "Stale"));
+    assert_eq!(u.status.as_ref().and_then(|s| s.tool_count), Some(2));
+    let o = eventually("broken overlay is OverlayInvalid", WAIT, || async {
+        let o = w.overlays(NS).get("broken").await.ok()?;
+        let (s, r, _) = overlay_cond(&o, "Ready")?;
+        (s == "False" && r == "OverlayInvalid").then_some(o)
+    })
+    .await;
+    assert!(overlay_cond(&o, "Ready")
+        .expect("ready")
+        .2
+        .contains("/actions/0"));
+    assert_eq!(w.index().await.entry("pets"), Some(&good));
+
+    // Deleting the broken overlay recovers.
+    w.overlays(NS)
+        .delete("broken", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oldest_upstream_holds_a_prefix_and_the_next_is_promoted() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "first", inline(PETSTORE, "pets"))
+        .await;
+    wait_ready(&w, NS, "first", "True", "Published").await;
+    // Creation timestamps have one-second resolution; make the order certain.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let first_status = w.upstream(NS, "first").await.status;
+    w.apply_upstream("team-b", "second", inline(PETSTORE, "pets"))
+        .await;
+
+    let u = wait_ready(&w, "team-b", "second", "False", "PrefixConflict").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("ready");
+    assert!(msg.contains("McpUpstream team-a/first"), "{msg}");
+    assert_eq!(
+        cond(&u, "PrefixAccepted").map(|c| (c.0, c.1)),
+        Some(("False".into(), "PrefixConflict".into()))
+    );
+    assert_eq!(
+        w.index()
+            .await
+            .entry("pets")
+            .map(|e| e.source.clone())
+            .as_deref(),
+        Some("team-a/first")
+    );
+    // The holder is untouched.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(w.upstream(NS, "first").await.status, first_status);
+
+    // Deleting the holder promotes the other.
+    w.upstreams(NS)
+        .delete("first", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_ready(&w, "team-b", "second", "True", "Published").await;
+    let entry = w.index().await.entry("pets").cloned().expect("published");
+    assert_eq!(entry.source, "team-b/second");
+    eventually("the holder is gone", WAIT, || async {
+        w.upstreams(NS)
+            .get_opt("first")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_in_a_configmap_is_recompiled_when_edited() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("pets-openapi".into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "openapi.yaml".to_string(),
+            PETSTORE.to_string(),
+        )])),
+        ..Default::default()
+    };
+    w.configmaps(NS)
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("cm");
+    w.apply_upstream(
+        NS,
+        "pets",
+        json!({
+            "toolPrefix": "pets",
+            "baseUrl": "http://pets:8080",
+            "openapi": {"configMapRef": {"name": "pets-openapi", "key": "openapi.yaml"}},
+        }),
+    )
+    .await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    assert_eq!(w.index().await.entry("pets").map(|e| e.tool_count), Some(3));
+
+    let edited = PETSTORE.replace(
+        "operationId: fetchPet",
+        "operationId: fetchPet\n      x-mcp-enabled: false",
+    );
+    w.configmaps(NS)
+        .patch(
+            "pets-openapi",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"openapi.yaml": edited}})),
+        )
+        .await
+        .expect("edit");
+    eventually("recompiled with 2 tools", WAIT, || async {
+        let u = w.upstream(NS, "pets").await;
+        (u.status?.tool_count == Some(2)).then_some(())
+    })
+    .await;
+    assert_eq!(w.index().await.entry("pets").map(|e| e.tool_count), Some(2));
+
+    // A missing key is SpecNotFound naming the ConfigMap and key.
+    w.configmaps(NS)
+        .patch(
+            "pets-openapi",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"openapi.yaml": null, "other.yaml": "x"}})),
+        )
+        .await
+        .expect("edit");
+    let u = wait_ready(&w, NS, "pets", "False", "SpecNotFound").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("ready");
+    assert!(msg.contains("spec.openapi.configMapRef"), "{msg}");
+    assert!(msg.contains("team-a/pets-openapi"), "{msg}");
+    op.stop().await;
+}
+
+/// A loopback HTTP server: `/openapi.yaml` with an ETag, `/missing` 404.
+async fn spec_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let h = hits.clone();
+    let app = axum::Router::new().route(
+        "/openapi.yaml",
+        get(move |headers: HeaderMap| {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some("\"v1\"") {
+                    return StatusCode::NOT_MODIFIED.into_response();
+                }
+                ([("etag", "\"v1\"")], PETSTORE).into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}"), hits)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn specs_from_urls_are_fetched_and_failures_name_url_and_status() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    let (base, hits) = spec_server().await;
+    w.apply_upstream(
+        NS,
+        "pets",
+        json!({
+            "toolPrefix": "pets",
+            "baseUrl": "http://pets:8080",
+            "openapi": {"url": format!("{base}/openapi.yaml"), "refreshInterval": "1s"},
+        }),
+    )
+    .await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    // Refreshed with a conditional GET: 304s keep it published.
+    eventually("refetched", WAIT, || async {
+        (hits.load(std::sync::atomic::Ordering::SeqCst) >= 3).then_some(())
+    })
+    .await;
+    let u = wait_ready(&w, NS, "pets", "True", "Published").await;
+    assert_eq!(u.status.and_then(|s| s.tool_count), Some(3));
+
+    w.apply_upstream(
+        NS,
+        "gone",
+        json!({
+            "toolPrefix": "gone",
+            "baseUrl": "http://gone:8080",
+            "openapi": {"url": format!("{base}/missing.yaml")},
+        }),
+    )
+    .await;
+    let u = wait_ready(&w, NS, "gone", "False", "SpecNotFound").await;
+    let (_, _, msg) = cond(&u, "SpecResolved").expect("cond");
+    assert!(msg.contains(&format!("{base}/missing.yaml")), "{msg}");
+    assert!(msg.contains("404"), "{msg}");
+
+    w.apply_upstream(
+        NS,
+        "unreachable",
+        json!({
+            "toolPrefix": "unreachable",
+            "baseUrl": "http://x:8080",
+            "openapi": {"url": "http://127.0.0.1:9/openapi.yaml"},
+        }),
+    )
+    .await;
+    let u = wait_ready(&w, NS, "unreachable", "False", "SpecNotFound").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("cond");
+    assert!(msg.contains("http://127.0.0.1:9/openapi.yaml"), "{msg}");
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_rejects_both_base_url_and_service_ref() {
+    let w = World::new().await;
+    let u: crds::McpUpstream = serde_json::from_value(json!({
+        "apiVersion": "toolgate.dev/v1alpha1",
+        "kind": "McpUpstream",
+        "metadata": {"name": "both", "namespace": NS},
+        "spec": {
+            "toolPrefix": "both",
+            "baseUrl": "http://x",
+            "serviceRef": {"name": "x", "port": 80},
+            "openapi": {"inline": PETSTORE},
+        },
+    }))
+    .expect("typed");
+    let err = w
+        .upstreams(NS)
+        .create(&PostParams::default(), &u)
+        .await
+        .expect_err("rejected");
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message
+                    .contains("exactly one of spec.baseUrl or spec.serviceRef"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("unexpected {other}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_operator_writes_nothing_when_nothing_changed() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    w.apply_overlay(NS, "o", json!({
+        "upstreamRef": {"name": "pets"},
+        "inline": "overlay: 1.0.0\ninfo: {title: o, version: '1'}\nactions:\n  - target: $.info\n    update: {description: x}\n",
+    }))
+    .await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    eventually("overlay ready", WAIT, || async {
+        let o = w.overlays(NS).get("o").await.ok()?;
+        (overlay_cond(&o, "Ready")?.0 == "True").then_some(())
+    })
+    .await;
+    settle(&w, "operator", Duration::from_millis(700)).await;
+    let index_before = w.index().await;
+    let pets_before = w.upstream(NS, "pets").await;
+    let overlay_before = w.overlays(NS).get("o").await.expect("o");
+    op.stop().await;
+
+    w.server.reset_requests();
+    let op = w.operator("operator-2", false);
+    // Give it time to resync everything.
+    eventually("the restarted operator reconciled", WAIT, || async {
+        (w.server.count(|r| {
+            r.user == "operator-2"
+                && r.verb == "list"
+                && r.resource == "mcpoverlays"
+                && !r.namespace.is_empty()
+        }) > 0)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(writes_by(&w, "operator-2"), 0, "{:#?}", w.server.requests());
+    assert_eq!(w.index().await, index_before);
+    assert_eq!(w.upstream(NS, "pets").await.status, pets_before.status);
+    assert_eq!(
+        w.overlays(NS).get("o").await.expect("o").status,
+        overlay_before.status
+    );
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_recovers_from_cut_watch_streams() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    w.server.cut_watches();
+    w.server.compact();
+    w.apply_upstream(NS, "more", inline(PETSTORE, "more")).await;
+    wait_ready(&w, NS, "more", "True", "Published").await;
+    w.server.cut_watches();
+    w.upstreams(NS)
+        .delete("more", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("unpublished after the cut", WAIT, || async {
+        w.index().await.entry("more").is_none().then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_replicas_only_the_leader_writes() {
+    let w = World::new().await;
+    let a = w.operator("replica-a", true);
+    // Let replica-a take the lease first, so the roles are known.
+    eventually("replica-a leads", WAIT, || async {
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(w.client.clone(), PUBLISH_NS);
+        let l = leases.get_opt("toolgate-operator").await.ok()??;
+        (l.spec?.holder_identity.as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    let b = w.operator("replica-b", true);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(writes_by(&w, "replica-a") > 0);
+    assert_eq!(writes_by(&w, "replica-b"), 0, "{:#?}", w.server.requests());
+
+    // The leader goes away: the standby takes over and serves changes.
+    a.stop().await;
+    w.apply_upstream(NS, "more", inline(PETSTORE, "more")).await;
+    eventually(
+        "replica-b publishes after taking over",
+        Duration::from_secs(40),
+        || async {
+            let u = w.upstreams(NS).get_opt("more").await.ok()??;
+            (cond(&u, "Ready")?.0 == "True").then_some(())
+        },
+    )
+    .await;
+    assert!(writes_by(&w, "replica-b") > 0);
+    b.stop().await;
+}

@@ -50,7 +50,7 @@ pub struct PublishedUpstream {
 /// An encoded upstream: its chunks and their identities.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Encoded {
-    /// sha256 over the uncompressed JSON; changes iff the content does.
+    /// [`identity`] of the content; changes iff the content does.
     pub hash: String,
     pub chunks: Vec<Vec<u8>>,
     /// sha256 of each chunk, in order.
@@ -104,11 +104,28 @@ pub struct PublishError {
     pub message: String,
 }
 
-/// Serialises, compresses and chunks one upstream.
+/// The content hash of a published upstream, from its parts: the catalog's
+/// own (sealed) hash stands for the catalog, so a publisher can tell whether
+/// a version is already published without holding the catalog in memory.
+pub fn identity(source: &str, runtime: &UpstreamConfig, catalog_hash: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(PUBLISHED_FORMAT.as_bytes());
+    h.update([0]);
+    h.update(source.as_bytes());
+    h.update([0]);
+    // Serialising plain data types into memory cannot fail.
+    h.update(serde_json::to_vec(runtime).unwrap_or_default());
+    h.update([0]);
+    h.update(catalog_hash.as_bytes());
+    hex(&h.finalize())
+}
+
+/// Serialises, compresses and chunks one upstream. Its catalog must be
+/// sealed ([`UpstreamCatalog::seal`]), as the compiler leaves it.
 pub fn encode(upstream: &PublishedUpstream, max_chunk: usize) -> Encoded {
     // Serialising plain data types into memory cannot fail.
     let json = serde_json::to_vec(upstream).unwrap_or_default();
-    let hash = hex(&Sha256::digest(&json));
+    let hash = identity(&upstream.source, &upstream.runtime, &upstream.catalog.hash);
     let mut gz = flate2::GzBuilder::new().write(Vec::new(), flate2::Compression::new(6));
     // Writing into a Vec cannot fail.
     let _ = gz.write_all(&json);
@@ -159,15 +176,15 @@ pub fn decode(entry: &IndexEntry, chunks: &[&[u8]]) -> Result<PublishedUpstream,
             "larger than {MAX_DECOMPRESSED_BYTES} bytes uncompressed"
         )));
     }
-    let got = hex(&Sha256::digest(&json));
+    let upstream: PublishedUpstream =
+        serde_json::from_slice(&json).map_err(|e| err(format!("JSON: {e}")))?;
+    let got = identity(&upstream.source, &upstream.runtime, &upstream.catalog.hash);
     if got != entry.hash {
         return Err(err(format!(
-            "content sha256 {got} differs from the index's {}",
+            "content hash {got} differs from the index's {}",
             entry.hash
         )));
     }
-    let upstream: PublishedUpstream =
-        serde_json::from_slice(&json).map_err(|e| err(format!("JSON: {e}")))?;
     if upstream.format != PUBLISHED_FORMAT {
         return Err(err(format!(
             "format {:?}, this build reads {PUBLISHED_FORMAT:?}",

@@ -47,10 +47,33 @@ impl Default for Options {
 }
 
 /// A compile result kept per upstream, keyed by the hash of every input.
+///
+/// Only a summary is kept, not the catalog: catalogs of large APIs take tens
+/// of megabytes in memory, and the published copy is the durable one. The
+/// rare reconcile that must publish from a cached result (a promoted prefix,
+/// a changed Secret) compiles again.
 #[derive(Clone)]
 pub struct Compiled {
     pub input_hash: String,
-    pub result: Result<Arc<catalog::UpstreamCatalog>, crate::upstream::Failure>,
+    pub result: Result<Arc<Summary>, crate::upstream::Failure>,
+}
+
+/// What status needs to know about a compiled catalog.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub catalog_hash: String,
+    pub prefix: String,
+    pub tools: usize,
+    pub operations: usize,
+    pub rejected: usize,
+    pub warnings: usize,
+    /// `status` fields as `McpUpstreamStatus::record_catalog` fills them.
+    pub recorded: crds::McpUpstreamStatus,
+    /// `(overlay namespace/name, action index)` of targets that matched nothing.
+    pub unmatched: Vec<(String, u32)>,
+    /// Gzipped size, once encoded: a catalog over the cap is not compiled
+    /// again just to find out again.
+    pub encoded_size: OnceLock<usize>,
 }
 
 /// What the upstream controller learnt about one overlay on one upstream;

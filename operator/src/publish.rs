@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use catalog::publish::{ChunkRef, Encoded, Index, IndexEntry, PublishedUpstream};
+use catalog::publish::{ChunkRef, Encoded, Index, IndexEntry};
 use crds::publish as names;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -32,6 +32,16 @@ pub struct Publisher {
     secrets: Api<Secret>,
     namespace: String,
     lock: Mutex<()>,
+}
+
+/// What is published, besides its chunks.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub prefix: String,
+    /// `namespace/name` of the McpUpstream.
+    pub source: String,
+    pub catalog_hash: String,
+    pub tool_count: usize,
 }
 
 /// What [`Publisher::publish`] did.
@@ -146,18 +156,18 @@ impl Publisher {
     /// Publishes one upstream: credentials, chunks, index, then garbage.
     pub async fn publish(
         &self,
-        upstream: &PublishedUpstream,
+        upstream: &Meta,
         encoded: &Encoded,
         credentials: BTreeMap<String, Vec<u8>>,
     ) -> Result<Outcome, kube::Error> {
         let _guard = self.lock.lock().await;
-        let prefix = upstream.catalog.prefix.clone();
+        let prefix = upstream.prefix.clone();
         let entry = IndexEntry {
             prefix: prefix.clone(),
             source: upstream.source.clone(),
             hash: encoded.hash.clone(),
-            catalog_hash: upstream.catalog.hash.clone(),
-            tool_count: upstream.catalog.tools.len(),
+            catalog_hash: upstream.catalog_hash.clone(),
+            tool_count: upstream.tool_count,
             chunks: encoded
                 .chunks
                 .iter()
@@ -262,7 +272,10 @@ impl Publisher {
 
     /// Adds or updates credential keys (a merge patch: other upstreams'
     /// keys are untouched; nothing is written when values are current).
-    async fn put_credentials(&self, creds: &BTreeMap<String, Vec<u8>>) -> Result<(), kube::Error> {
+    pub async fn put_credentials(
+        &self,
+        creds: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), kube::Error> {
         if creds.is_empty() {
             return Ok(());
         }

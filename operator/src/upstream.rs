@@ -15,7 +15,7 @@
 //!   wakes the others, and the next oldest publishes.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use catalog::publish::{IndexEntry, PublishedUpstream, PUBLISHED_FORMAT};
@@ -35,7 +35,7 @@ use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{lock, Compiled, Context, Metrics, OverlayOutcome};
+use crate::context::{lock, Compiled, Context, Metrics, OverlayOutcome, Summary};
 use crate::sources;
 use crate::status::{self, Cond};
 
@@ -344,7 +344,7 @@ async fn cleanup(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
 struct Outcome {
     spec: Result<(), Failure>,
     overlays: Option<Result<Vec<String>, Failure>>,
-    compiled: Option<Result<Arc<catalog::UpstreamCatalog>, Failure>>,
+    compiled: Option<Result<Arc<Summary>, Failure>>,
     prefix: Result<(), Failure>,
     runtime: Option<Result<(), Failure>>,
     published: Published,
@@ -380,6 +380,10 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         }
     };
     let mut overlay_outcomes: BTreeMap<String, OverlayOutcome> = BTreeMap::new();
+    // The catalog, when this reconcile compiled it (else only its summary
+    // is cached).
+    let mut fresh: Option<Arc<catalog::UpstreamCatalog>> = None;
+    let mut loaded_overlays = Vec::new();
     if let Some(spec) = &spec {
         let overlays = load_overlays(ctx, u, &mut overlay_outcomes).await?;
         outcome.overlays = Some(
@@ -389,8 +393,10 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
                 .map_err(Clone::clone),
         );
         if let Ok(overlays) = overlays {
-            let compiled = compile(ctx, u, spec, &overlays).await;
+            let (compiled, catalog) = compile(ctx, u, spec, &overlays, false).await;
+            fresh = catalog;
             attribute_overlays(&compiled.result, &overlays, &mut overlay_outcomes);
+            loaded_overlays = overlays;
             match &compiled.result {
                 Err(f)
                     if f.reason == reasons::OVERLAY_INVALID
@@ -425,32 +431,71 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
             }
             Published::Not(f.clone())
         }
-        (Ok(()), Some(Ok(cat)), Some((config, creds))) => {
-            let published = PublishedUpstream {
-                format: PUBLISHED_FORMAT.into(),
-                source: source.clone(),
-                runtime: config,
-                catalog: (**cat).clone(),
-            };
-            let encoded = catalog::publish::encode(&published, catalog::publish::MAX_CHUNK_BYTES);
-            if encoded.size > ctx.options.max_upstream_bytes {
-                let f = Failure::new(
+        (Ok(()), Some(Ok(summary)), Some((config, creds))) => {
+            let identity = catalog::publish::identity(&source, &config, &summary.catalog_hash);
+            let too_large = |size: usize| {
+                Failure::new(
                     reasons::CATALOG_TOO_LARGE,
                     format!(
-                        "the compiled catalog is {} bytes gzipped ({} tools), over the operator's cap of {} bytes (--max-upstream-bytes); exclude toolsets or disable operations to shrink it",
-                        encoded.size,
-                        cat.tools.len(),
+                        "the compiled catalog is {size} bytes gzipped ({} tools), over the operator's cap of {} bytes (--max-upstream-bytes); exclude toolsets or disable operations to shrink it",
+                        summary.tools,
                         ctx.options.max_upstream_bytes
                     ),
-                );
-                stale_or_not(current, f)
-            } else {
-                let out = ctx.publisher.publish(&published, &encoded, creds).await?;
-                if out.changed {
-                    Metrics::inc(&ctx.metrics.publishes);
-                    tracing::info!(upstream = %source, prefix = %out.entry.prefix, hash = %out.entry.hash, chunks = out.entry.chunks.len(), "published");
+                )
+            };
+            match (&current, summary.encoded_size.get()) {
+                (Some(e), _) if e.hash == identity && e.prefix == summary.prefix => {
+                    // Already published: only credentials may need a refresh.
+                    ctx.publisher.put_credentials(&creds).await?;
+                    Published::Current(e.clone())
                 }
-                Published::Current(out.entry)
+                (_, Some(&size)) if size > ctx.options.max_upstream_bytes => {
+                    stale_or_not(current, too_large(size))
+                }
+                _ => {
+                    let cat = match fresh.take() {
+                        Some(c) => c,
+                        None => {
+                            let recompiled = match &spec {
+                                Some(spec) => compile(ctx, u, spec, &loaded_overlays, true).await.1,
+                                None => None,
+                            };
+                            recompiled.ok_or_else(|| {
+                                Error::Transient(format!(
+                                    "{source}: recompiling for publishing gave no catalog"
+                                ))
+                            })?
+                        }
+                    };
+                    let published = PublishedUpstream {
+                        format: PUBLISHED_FORMAT.into(),
+                        source: source.clone(),
+                        runtime: config,
+                        catalog: (*cat).clone(),
+                    };
+                    drop(cat);
+                    let encoded =
+                        catalog::publish::encode(&published, catalog::publish::MAX_CHUNK_BYTES);
+                    let meta = crate::publish::Meta {
+                        prefix: published.catalog.prefix.clone(),
+                        source: source.clone(),
+                        catalog_hash: published.catalog.hash.clone(),
+                        tool_count: published.catalog.tools.len(),
+                    };
+                    drop(published);
+                    release_freed_memory();
+                    let _ = summary.encoded_size.set(encoded.size);
+                    if encoded.size > ctx.options.max_upstream_bytes {
+                        stale_or_not(current, too_large(encoded.size))
+                    } else {
+                        let out = ctx.publisher.publish(&meta, &encoded, creds).await?;
+                        if out.changed {
+                            Metrics::inc(&ctx.metrics.publishes);
+                            tracing::info!(upstream = %source, prefix = %out.entry.prefix, hash = %out.entry.hash, chunks = out.entry.chunks.len(), "published");
+                        }
+                        Published::Current(out.entry)
+                    }
+                }
             }
         }
         (Ok(()), Some(Err(f)), _) => stale_or_not(current, f.clone()),
@@ -647,13 +692,16 @@ fn action_targets(bytes: &[u8]) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Compiles, or reuses the last result when no input changed.
+/// Compiles, or reuses the last result when no input changed (unless
+/// `force`: the catalog itself is needed). Returns the catalog when it
+/// compiled one.
 async fn compile(
     ctx: &Context,
     u: &McpUpstream,
     spec: &sources::SpecBytes,
     overlays: &[LoadedOverlay],
-) -> Compiled {
+    force: bool,
+) -> (Compiled, Option<Arc<catalog::UpstreamCatalog>>) {
     let options = u.spec.compile_options();
     let mut h = Sha256::new();
     h.update(u.spec.tool_prefix.as_bytes());
@@ -670,9 +718,11 @@ async fn compile(
     h.update(serde_json::to_vec(&options).unwrap_or_default());
     let input_hash = format!("{:x}", h.finalize());
     let source = key(u);
-    if let Some(c) = lock(&ctx.compiled).get(&source) {
-        if c.input_hash == input_hash {
-            return c.clone();
+    if !force {
+        if let Some(c) = lock(&ctx.compiled).get(&source) {
+            if c.input_hash == input_hash {
+                return (c.clone(), None);
+            }
         }
     }
     let _permit = ctx.compile_slots.acquire().await;
@@ -693,10 +743,15 @@ async fn compile(
     })
     .await;
     tracing::debug!(upstream = %source, ms = started.elapsed().as_millis() as u64, "compiled");
+    let mut catalog = None;
     let result = match result {
         Ok(Ok(cat)) => match transform_failure(&cat) {
             Some(f) => Err(f),
-            None => Ok(Arc::new(cat)),
+            None => {
+                let summary = summarize(&cat, overlays);
+                catalog = Some(Arc::new(cat));
+                Ok(Arc::new(summary))
+            }
         },
         Ok(Err(e)) => Err(Failure::new(e.reason(), compile_message(&e))),
         Err(join) => Err(Failure::new(
@@ -706,7 +761,55 @@ async fn compile(
     };
     let compiled = Compiled { input_hash, result };
     lock(&ctx.compiled).insert(source, compiled.clone());
-    compiled
+    if catalog.is_none() {
+        release_freed_memory();
+    }
+    (compiled, catalog)
+}
+
+/// Hands the compiler's freed working memory back to the OS. NB: glibc
+/// keeps freed heap in per-thread arenas, so without this every compile
+/// thread would keep the peak of the largest document it ever compiled.
+pub(crate) fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks and shrinks the allocator's own free
+    // lists; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+fn summarize(cat: &catalog::UpstreamCatalog, overlays: &[LoadedOverlay]) -> Summary {
+    let mut recorded = McpUpstreamStatus::default();
+    recorded.record_catalog(cat);
+    let mut unmatched = Vec::new();
+    for o in overlays {
+        let prefix = format!("overlay {}: ", o.name);
+        for w in &cat.warnings {
+            if w.code != reasons::OVERLAY_TARGET_UNMATCHED || !w.message.starts_with(&prefix) {
+                continue;
+            }
+            if let Some(i) = w
+                .pointer
+                .as_deref()
+                .and_then(|p| p.strip_prefix("/actions/"))
+                .and_then(|i| i.parse::<u32>().ok())
+            {
+                unmatched.push((o.name.clone(), i));
+            }
+        }
+    }
+    Summary {
+        catalog_hash: cat.hash.clone(),
+        prefix: cat.prefix.clone(),
+        tools: cat.tools.len(),
+        operations: cat.source.operation_count,
+        rejected: cat.rejected.len(),
+        warnings: cat.warnings.len(),
+        recorded,
+        unmatched,
+        encoded_size: OnceLock::new(),
+    }
 }
 
 fn compile_message(e: &catalog::CompileError) -> String {
@@ -758,7 +861,7 @@ fn transform_failure(cat: &catalog::UpstreamCatalog) -> Option<Failure> {
 /// Fills in what each overlay did: a compile failure it caused, the targets
 /// it left unmatched.
 fn attribute_overlays(
-    result: &Result<Arc<catalog::UpstreamCatalog>, Failure>,
+    result: &Result<Arc<Summary>, Failure>,
     overlays: &[LoadedOverlay],
     outcomes: &mut BTreeMap<String, OverlayOutcome>,
 ) {
@@ -774,24 +877,10 @@ fn attribute_overlays(
             {
                 out.result = Err(f.message.clone());
             }
-            Ok(cat) => {
-                let prefix = format!("overlay {}: ", o.name);
-                for w in &cat.warnings {
-                    if w.code != reasons::OVERLAY_TARGET_UNMATCHED
-                        || !w.message.starts_with(&prefix)
-                    {
-                        continue;
-                    }
-                    let Some(i) = w
-                        .pointer
-                        .as_deref()
-                        .and_then(|p| p.strip_prefix("/actions/"))
-                        .and_then(|i| i.parse::<u32>().ok())
-                    else {
-                        continue;
-                    };
-                    let target = o.targets.get(i as usize).cloned().unwrap_or_default();
-                    out.unmatched.push((i, target));
+            Ok(summary) => {
+                for (_, i) in summary.unmatched.iter().filter(|(n, _)| *n == o.name) {
+                    let target = o.targets.get(*i as usize).cloned().unwrap_or_default();
+                    out.unmatched.push((*i, target));
                 }
             }
             _ => {}
@@ -1020,10 +1109,7 @@ fn conditions(o: &Outcome) -> Vec<Cond> {
             reasons::COMPILED,
             format!(
                 "{} tools from {} operations ({} rejected, {} warnings)",
-                c.tools.len(),
-                c.source.operation_count,
-                c.rejected.len(),
-                c.warnings.len()
+                c.tools, c.operations, c.rejected, c.warnings
             ),
         ),
         Some(Err(f)) => Cond::fail(types::COMPILED, &f.reason, &f.message),
@@ -1099,6 +1185,16 @@ fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
 }
 
+fn record(status: &mut McpUpstreamStatus, c: &Summary) {
+    let r = &c.recorded;
+    status.tool_count = r.tool_count;
+    status.warnings = r.warnings.clone();
+    status.warning_count = r.warning_count;
+    status.rejected_operations = r.rejected_operations.clone();
+    status.rejected_count = r.rejected_count;
+    status.catalog_hash = r.catalog_hash.clone();
+}
+
 async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result<(), Error> {
     let old = u.status.clone().unwrap_or_default();
     let mut new = McpUpstreamStatus {
@@ -1108,7 +1204,7 @@ async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result<(),
         ..Default::default()
     };
     match (&o.compiled, &o.published) {
-        (Some(Ok(c)), Published::Current(_)) => new.record_catalog(c),
+        (Some(Ok(c)), Published::Current(_)) => record(&mut new, c),
         (_, Published::Stale(e, _)) => {
             // Describe what serves, not what failed.
             new.tool_count = Some(e.tool_count as u32);
@@ -1119,7 +1215,7 @@ async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result<(),
             new.rejected_count = old.rejected_count;
         }
         (Some(Ok(c)), Published::Not(_)) => {
-            new.record_catalog(c);
+            record(&mut new, c);
             new.tool_count = Some(0);
         }
         _ => new.tool_count = Some(0),

@@ -71,6 +71,79 @@ async fn applied_upstream_is_published_and_ready() {
         Some("pets")
     );
     assert_eq!(chunk.immutable, Some(true));
+
+    // The transition is recorded as an event on the upstream.
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(w.client.clone(), NS);
+    let listed = eventually("a Published event", WAIT, || async {
+        let l = events.list(&Default::default()).await.ok()?;
+        l.items.into_iter().find(|e| {
+            e.involved_object.name.as_deref() == Some("pets")
+                && e.reason.as_deref() == Some("Published")
+        })
+    })
+    .await;
+    assert_eq!(listed.type_.as_deref(), Some("Normal"));
+    op.stop().await;
+}
+
+/// The operator's `toolgate_operator_compiles_total`.
+async fn compiles(addr: std::net::SocketAddr) -> u64 {
+    let body = reqwest_get(&format!("http://{addr}/metrics")).await;
+    body.lines()
+        .find_map(|l| l.strip_prefix("toolgate_operator_compiles_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("compiles metric")
+}
+
+async fn reqwest_get(url: &str) -> String {
+    // A tiny HTTP/1.1 GET: the tests crate has no HTTP client of its own.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let u = url.strip_prefix("http://").expect("http URL");
+    let (host, path) = u
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .expect("path");
+    let mut s = tokio::net::TcpStream::connect(host).await.expect("connect");
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_to_one_upstream_recompiles_only_that_one() {
+    let w = World::new().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port");
+    let op = w.operator_with("operator", false, port);
+    w.apply_upstream(NS, "a", inline(PETSTORE, "a")).await;
+    w.apply_upstream(NS, "b", inline(PETSTORE, "b")).await;
+    wait_ready(&w, NS, "a", "True", "Published").await;
+    wait_ready(&w, NS, "b", "True", "Published").await;
+    settle(&w, "operator", Duration::from_millis(500)).await;
+    let before = compiles(port).await;
+    assert_eq!(before, 2);
+
+    w.upstreams(NS)
+        .patch(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"tools": {"disabled": ["a__fetch_pet"]}}})),
+        )
+        .await
+        .expect("patch");
+    eventually("a recompiled", WAIT, || async {
+        (w.upstream(NS, "a").await.status?.tool_count == Some(2)).then_some(())
+    })
+    .await;
+    settle(&w, "operator", Duration::from_millis(500)).await;
+    assert_eq!(compiles(port).await, before + 1);
     op.stop().await;
 }
 

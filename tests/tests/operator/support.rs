@@ -112,12 +112,21 @@ impl World {
 
     /// Starts the operator as user `user` (so requests can be told apart).
     pub fn operator(&self, user: &str, leader_election: bool) -> Operator {
+        self.operator_with(user, leader_election, "127.0.0.1:0".parse().expect("addr"))
+    }
+
+    pub fn operator_with(
+        &self,
+        user: &str,
+        leader_election: bool,
+        health_addr: std::net::SocketAddr,
+    ) -> Operator {
         let client = self.server.client_as(user).expect("client");
         let options = operator::Options {
             publish_namespace: PUBLISH_NS.into(),
             leader_election,
             identity: user.into(),
-            health_addr: "127.0.0.1:0".parse().expect("addr"),
+            health_addr,
             ..Default::default()
         };
         let stop = CancellationToken::new();

@@ -87,6 +87,7 @@ pub async fn watch_published(
     // When to load: set by a change, pushed back by further changes up to
     // `max_delay` after the first.
     let mut due: Option<(Instant, Instant)> = None;
+    let mut retry = FIRST_RETRY;
     loop {
         let wake = due.map(|(at, _)| at);
         tokio::select! {
@@ -120,22 +121,42 @@ pub async fn watch_published(
                 let store = store.clone();
                 // Decoding and building compile every schema: keep them
                 // off the async workers.
-                match tokio::task::spawn_blocking(move || {
-                    l.sync(&objects, &store);
-                    l
+                let pending = match tokio::task::spawn_blocking(move || {
+                    let pending = l.sync(&objects, &store);
+                    (l, pending)
                 })
                 .await
                 {
-                    Ok(l) => loader = Some(l),
+                    Ok((l, pending)) => {
+                        loader = Some(l);
+                        pending
+                    }
                     Err(e) => {
                         tracing::error!(error = %e, "catalog load aborted");
                         loader = Some(Loader::new(opts.namespace.clone()));
+                        true
                     }
+                };
+                // NB: not everything that holds an upstream back is a
+                // ConfigMap: a credentials file appears when the kubelet
+                // syncs the mounted Secret, up to a minute or so after the
+                // operator wrote it. So retry on a timer as well.
+                if pending {
+                    let now = Instant::now();
+                    due = Some((now + retry, now));
+                    retry = (retry * 2).min(MAX_RETRY);
+                } else {
+                    retry = FIRST_RETRY;
                 }
             }
         }
     }
 }
+
+/// Retry delays while a published upstream is not served at its
+/// published version.
+const FIRST_RETRY: Duration = Duration::from_secs(2);
+const MAX_RETRY: Duration = Duration::from_secs(60);
 
 async fn sleep_until(at: Option<Instant>) {
     match at {
@@ -220,7 +241,9 @@ impl Loader {
     }
 
     /// Loads what `objects` publish, if it differs from what is served.
-    fn sync(&mut self, objects: &[Arc<ConfigMap>], store: &CatalogStore) {
+    /// True while something published is not served as published (a retry
+    /// may help).
+    fn sync(&mut self, objects: &[Arc<ConfigMap>], store: &CatalogStore) -> bool {
         let by_name: HashMap<&str, &Arc<ConfigMap>> = objects
             .iter()
             .filter_map(|cm| Some((cm.metadata.name.as_deref()?, cm)))
@@ -239,7 +262,8 @@ impl Loader {
                 ),
                 false,
             );
-            return;
+            // The index arriving is a watch event: no retry needed.
+            return false;
         };
         let text = index_cm
             .data
@@ -255,7 +279,7 @@ impl Loader {
                     format!("ConfigMap {INDEX_NAME} key {INDEX_KEY}: {e}; the last loaded catalog keeps serving"),
                     true,
                 );
-                return;
+                return false;
             }
         };
         self.reported.remove("");
@@ -267,6 +291,10 @@ impl Loader {
             }
         }
         self.install(candidates, store);
+        index
+            .upstreams
+            .iter()
+            .any(|e| self.served.get(&e.prefix).map(|s| &s.entry) != Some(e))
     }
 
     /// The version of `entry`'s upstream to serve: the published one if it
@@ -388,6 +416,10 @@ impl Loader {
                         modified = d.modified.len(),
                         "published catalog loaded"
                     );
+                    for c in &candidates {
+                        self.reported
+                            .remove(&format!("build {}", c.served.entry.prefix));
+                    }
                     self.served = candidates
                         .into_iter()
                         .map(|c| (c.served.entry.prefix.clone(), c.served))
@@ -416,7 +448,7 @@ impl Loader {
                         "; not served until it loads"
                     };
                     self.report(
-                        &prefix,
+                        &format!("build {prefix}"),
                         format!(
                             "upstream {prefix} ({}) cannot be served: {e}{tail}",
                             candidates[i].upstream.source

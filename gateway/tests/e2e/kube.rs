@@ -445,3 +445,43 @@ async fn a_chunk_with_a_wrong_hash_keeps_the_previous_version_of_that_upstream()
         .await
         .contains(&"third__extra_1".to_string()));
 }
+
+#[tokio::test]
+async fn an_upstream_waits_for_its_credentials_file_without_holding_up_the_others() {
+    let cluster = Cluster::start("creds").await;
+    let up = TestUpstream::start().await;
+    let gw = cluster.gateway();
+    let key = credentials_key("default", "late", "token");
+    let late = published(
+        "late",
+        vec![extra_tool("late", 1)],
+        UpstreamConfig {
+            auth: AuthConfig::Bearer {
+                token: SecretRef {
+                    secret_key: Some(key.clone()),
+                    ..Default::default()
+                },
+            },
+            ..base(&up.url)
+        },
+    );
+    let other = published("other", other_tools(), base(&up.url));
+    let index = cluster.publish(&[late, other], &[]).await;
+
+    // The Secret volume has not caught up: `other` serves, `late` waits.
+    let only_other = Index {
+        format: PUBLISHED_FORMAT.into(),
+        upstreams: vec![index.entry("other").unwrap().clone()],
+    };
+    wait_served(&gw.url, &only_other.hash()).await;
+    let (code, _) = get_json(&format!("{}/readyz", gw.url)).await;
+    assert_eq!(code, 200);
+
+    // The kubelet writes the file; no ConfigMap changes, yet it loads.
+    write_secret(&cluster.dir, &key, "late-token");
+    wait_served(&gw.url, &index.hash()).await;
+    let client = connect(&format!("{}/mcp", gw.url)).await;
+    let r = call(&client, "late__extra_1", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(up.last().header("authorization"), Some("Bearer late-token"));
+}

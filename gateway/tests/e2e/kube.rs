@@ -268,6 +268,12 @@ async fn kube_mode_loads_hot_swaps_and_survives_watch_cuts() {
     // Nothing published yet: alive, not ready.
     let (code, _) = get_json(&format!("{}/readyz", gw.url)).await;
     assert_eq!(code, 503);
+    // An empty index is a catalog: ready, with no tools.
+    let empty = cluster.publish(&[], &[]).await;
+    let status = wait_served(&gw.url, &empty.hash()).await;
+    assert_eq!(status["tools"], 0);
+    let (code, _) = get_json(&format!("{}/readyz", gw.url)).await;
+    assert_eq!(code, 200);
 
     let pets_runtime = UpstreamConfig {
         auth: AuthConfig::Bearer {

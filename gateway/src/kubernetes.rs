@@ -97,6 +97,9 @@ pub async fn watch_published(
                     tracing::error!("ConfigMap watch ended; no further catalog updates");
                     return;
                 }
+                Some(Err(watcher::Error::WatchError(s))) if s.code == 410 => {
+                    tracing::info!(namespace = %opts.namespace, "ConfigMap watch too old (410 Gone); relisting");
+                }
                 Some(Err(e)) => {
                     tracing::warn!(namespace = %opts.namespace, error = %e, "watching ConfigMaps failed; retrying");
                 }
@@ -265,12 +268,16 @@ impl Loader {
             // The index arriving is a watch event: no retry needed.
             return false;
         };
-        let text = index_cm
-            .data
-            .as_ref()
-            .and_then(|d| d.get(INDEX_KEY))
-            .map(String::as_str)
-            .unwrap_or_default();
+        // NB: a missing key is not an empty index: serving nothing because
+        // of a malformed object would take every tool away.
+        let Some(text) = index_cm.data.as_ref().and_then(|d| d.get(INDEX_KEY)) else {
+            self.report(
+                "",
+                format!("ConfigMap {INDEX_NAME} has no data key {INDEX_KEY}; the last loaded catalog keeps serving"),
+                true,
+            );
+            return false;
+        };
         let index = match Index::parse(text) {
             Ok(i) => i,
             Err(e) => {

@@ -14,6 +14,9 @@
 //! 5. [`error`]: how each failure reaches the client (a table).
 //! 6. [`ops`]: the router, health endpoints and graceful shutdown.
 //!
+//! [`kubernetes`] is `serve --kube`: the catalog and upstream settings
+//! published by the operator, watched and hot-swapped.
+//!
 //! [`config`] is the gateway config file: base URLs, credentials
 //! references, limits. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
@@ -23,6 +26,7 @@ pub mod call;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod kubernetes;
 pub mod ops;
 pub mod reload;
 pub mod request;

@@ -59,6 +59,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         catalog: None,
         kube: false,
         kube_namespace: None,
+        replica_id: None,
         credentials_dir: gateway::config::DEFAULT_CREDENTIALS_DIR.into(),
         spec: None,
         prefix: Some(demo::PREFIX.to_string()),

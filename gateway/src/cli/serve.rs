@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// namespace (the pod's own in-cluster).
     #[arg(long, env = "POD_NAMESPACE", requires = "kube")]
     pub kube_namespace: Option<String>,
+    /// This replica's name in its served report (a Lease the operator reads
+    /// to count the replicas serving each upstream); default: the host name.
+    #[arg(long, env = "POD_NAME", requires = "kube")]
+    pub replica_id: Option<String>,
     /// Where `secretKey` credentials are read from, one file per key (the
     /// operator's `toolgate-credentials` Secret mounted as a volume).
     #[arg(long, default_value = gateway::config::DEFAULT_CREDENTIALS_DIR)]
@@ -97,6 +101,7 @@ pub async fn run_with(
     gateway::config::set_credentials_dir(args.credentials_dir.clone());
     let store = CatalogStore::new(config, overrides);
     let cancel = CancellationToken::new();
+    let mut reporter = None;
 
     if args.kube {
         gateway::upstream::install_crypto_provider();
@@ -111,11 +116,18 @@ pub async fn run_with(
         // Not ready until the first index is read; the watch retries on
         // its own if the API server is not reachable yet.
         tokio::spawn(watch_published(
-            client,
+            client.clone(),
             store.clone(),
-            KubeOptions::new(namespace),
+            KubeOptions::new(namespace.clone()),
             cancel.child_token(),
         ));
+        reporter = Some(tokio::spawn(gateway::kubernetes::report_served(
+            client,
+            store.clone(),
+            namespace,
+            replica_id(args.replica_id.clone()),
+            cancel.child_token(),
+        )));
     } else if let Some(catalog) = &catalog {
         store
             .install(catalog)
@@ -175,6 +187,7 @@ pub async fn run_with(
         bail!("--grace-period-seconds must be a non-negative number");
     }
     let grace = Duration::from_secs_f64(args.grace_period_seconds);
+    let stop = cancel.clone();
     gateway::ops::serve(
         listener,
         state,
@@ -183,8 +196,26 @@ pub async fn run_with(
         grace,
     )
     .await?;
+    stop.cancel();
+    if let Some(reporter) = reporter {
+        // Withdraw the served report so the operator stops counting us.
+        let _ = tokio::time::timeout(Duration::from_secs(2), reporter).await;
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+fn replica_id(given: Option<String>) -> String {
+    given
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| format!("gateway-{}", std::process::id()))
 }
 
 fn compile_spec(

@@ -120,6 +120,7 @@ impl Cluster {
                 });
             }
             index.upsert(IndexEntry {
+                credentials: vec![],
                 prefix: prefix.to_string(),
                 source: u.source.clone(),
                 hash: enc.hash.clone(),
@@ -369,16 +370,38 @@ async fn kube_mode_loads_hot_swaps_and_survives_watch_cuts() {
         .await
         .contains(&"other__extra_2".to_string()));
 
-    // All the gateway needs: read ConfigMaps in its own namespace.
+    // It reports what it serves in its own Lease, for the operator.
+    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(cluster.server.client().expect("client"), NS);
+    let report = leases
+        .list(&kube::api::ListParams::default().labels(crds::publish::GATEWAY_SELECTOR))
+        .await
+        .expect("leases");
+    assert_eq!(report.items.len(), 1);
+    let served: catalog::publish::Served = serde_json::from_str(
+        report.items[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crds::publish::SERVED_ANNOTATION))
+            .expect("served annotation"),
+    )
+    .expect("served report parses");
+    assert!(!served.catalog_hash.is_empty());
+
+    // All the gateway needs: read ConfigMaps and write its own Lease, in
+    // its own namespace.
     let other_requests: Vec<_> = cluster
         .server
         .requests()
         .into_keys()
         .filter(|k| k.user == "gateway")
         .filter(|k| {
-            !(k.resource == "configmaps"
-                && k.namespace == NS
-                && ["get", "list", "watch"].contains(&k.verb.as_str()))
+            let reads =
+                k.resource == "configmaps" && ["get", "list", "watch"].contains(&k.verb.as_str());
+            let report = k.resource == "leases"
+                && ["get", "create", "update", "delete"].contains(&k.verb.as_str());
+            !(k.namespace == NS && (reads || report))
         })
         .collect();
     assert!(other_requests.is_empty(), "{other_requests:?}");

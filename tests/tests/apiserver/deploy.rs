@@ -777,3 +777,20 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
         .args(&files))
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn the_demo_deployment_runs_toolgate_demo_with_flags_it_has() {
+    let docs = yaml_docs(&read("deploy/examples/petstore-demo.yaml"));
+    let d = deployment(&docs, "petstore");
+    let known = flags(
+        "toolgate",
+        "demo",
+        &["--listen", "--upstream-listen", "--allowed-host"],
+    );
+    let args = check_args(d, "demo", &known);
+    let api = flag_values(&args, "--upstream-listen");
+    let port = api[0].rsplit(':').next().unwrap();
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["ports"][0]["containerPort"].to_string(), port);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+}

@@ -1,7 +1,7 @@
 //! The demo pet store: the example upstream the repo ships, and its catalog.
 //!
 //! [`petstore_app`] is an in-memory implementation of
-//! `deploy/examples/petstore.yaml`, mounted under `/api` (the document's
+//! `deploy/examples/openapi/petstore.yaml`, mounted under `/api` (the document's
 //! server path), seeded with [`SEED`]. It answers the way the document says:
 //! `201` on create, `422` `application/problem+json` for an invalid pet,
 //! `404` problem+json for a missing one, `204` on delete, and a small PNG
@@ -24,9 +24,10 @@ use catalog::{Catalog, CompileError, CompileOptions, Overlay, UpstreamSource};
 use serde_json::{json, Map, Value};
 
 /// The example OpenAPI document.
-pub const PETSTORE_SPEC: &str = include_str!("../../deploy/examples/petstore.yaml");
+pub const PETSTORE_SPEC: &str = include_str!("../../deploy/examples/openapi/petstore.yaml");
 /// The overlay the demo applies (hides deletePet, renames listPets).
-pub const PETSTORE_OVERLAY: &str = include_str!("../../deploy/examples/petstore-overlay.yaml");
+pub const PETSTORE_OVERLAY: &str =
+    include_str!("../../deploy/examples/openapi/petstore-overlay.yaml");
 /// Tool prefix of the demo upstream.
 pub const PREFIX: &str = "pets";
 /// Path under which [`petstore_app`] serves the API (the document's server path).

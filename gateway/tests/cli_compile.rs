@@ -19,8 +19,8 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-const SPEC: &str = "deploy/examples/petstore.yaml";
-const OVERLAY: &str = "deploy/examples/petstore-overlay.yaml";
+const SPEC: &str = "deploy/examples/openapi/petstore.yaml";
+const OVERLAY: &str = "deploy/examples/openapi/petstore-overlay.yaml";
 
 #[test]
 fn compile_writes_a_catalog_that_check_then_accepts() {

@@ -74,6 +74,54 @@ fn petstore_examples_deserialize_as_typed_resources() {
 }
 
 #[test]
+fn the_upstream_reaches_the_demo_service_in_the_cluster() {
+    let (_, up) = upstream_example();
+    let svc_ref = up
+        .spec
+        .service_ref
+        .as_ref()
+        .expect("the example runs in a cluster: serviceRef, not baseUrl");
+    let docs = documents("petstore-demo.yaml");
+    let svc = find(&docs, "Service");
+    assert_eq!(svc["metadata"]["name"], svc_ref.name.as_str());
+    assert_eq!(svc["metadata"]["namespace"], "default");
+    assert!(
+        svc["spec"]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["port"] == svc_ref.port),
+        "the Service exposes port {}",
+        svc_ref.port
+    );
+    let pod_labels = &find(&docs, "Deployment")["spec"]["template"]["metadata"]["labels"];
+    let selector = svc["spec"]["selector"].as_object().unwrap();
+    assert!(
+        !selector.is_empty() && selector.iter().all(|(k, v)| &pod_labels[k] == v),
+        "the Service selects the demo pods"
+    );
+}
+
+/// `kubectl apply -f deploy/examples/` must find only Kubernetes objects
+/// there: the plain OpenAPI/Overlay documents live in openapi/.
+#[test]
+fn every_example_file_holds_kubernetes_objects_only() {
+    for entry in std::fs::read_dir(examples()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        for doc in documents(&name) {
+            assert!(
+                doc["apiVersion"].is_string() && doc["kind"].is_string(),
+                "{name}: a document without apiVersion/kind"
+            );
+        }
+    }
+}
+
+#[test]
 fn examples_pass_the_crd_rules() {
     for doc in documents("petstore-upstream.yaml")
         .iter()
@@ -91,12 +139,12 @@ fn examples_embed_the_demo_documents_unchanged() {
     let key = &up.spec.openapi.config_map_ref.as_ref().unwrap().key;
     assert_eq!(
         cm.data.unwrap()[key],
-        read("petstore.yaml"),
+        read("openapi/petstore.yaml"),
         "ConfigMap differs from petstore.yaml"
     );
     assert_eq!(
         overlay_example().spec.inline.unwrap(),
-        read("petstore-overlay.yaml"),
+        read("openapi/petstore-overlay.yaml"),
         "McpOverlay differs from petstore-overlay.yaml"
     );
 }

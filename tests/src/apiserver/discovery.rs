@@ -126,6 +126,17 @@ impl Registry {
             true,
         );
         crd.categories = vec!["api-extensions".into()];
+        let mut deployments = builtin("apps", "deployments", "Deployment", true, &["deploy"], true);
+        deployments.categories = vec!["all".into()];
+        let mut hpa = builtin(
+            "autoscaling",
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            true,
+            &["hpa"],
+            true,
+        );
+        hpa.versions = vec!["v2".into()];
         let types = vec![
             builtin("", "namespaces", "Namespace", false, &["ns"], true),
             builtin("", "configmaps", "ConfigMap", true, &["cm"], false),
@@ -151,6 +162,66 @@ impl Registry {
             ),
             builtin("events.k8s.io", "events", "Event", true, &["ev"], false),
             builtin("coordination.k8s.io", "leases", "Lease", true, &[], false),
+            // What an install (chart, kustomize base) creates; stored as
+            // given: no controllers, defaults or schemas.
+            deployments,
+            builtin(
+                "rbac.authorization.k8s.io",
+                "roles",
+                "Role",
+                true,
+                &[],
+                false,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "rolebindings",
+                "RoleBinding",
+                true,
+                &[],
+                false,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "clusterroles",
+                "ClusterRole",
+                false,
+                &[],
+                false,
+            ),
+            builtin(
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                "ClusterRoleBinding",
+                false,
+                &[],
+                false,
+            ),
+            builtin(
+                "policy",
+                "poddisruptionbudgets",
+                "PodDisruptionBudget",
+                true,
+                &["pdb"],
+                true,
+            ),
+            builtin(
+                "networking.k8s.io",
+                "ingresses",
+                "Ingress",
+                true,
+                &["ing"],
+                true,
+            ),
+            builtin(
+                "networking.k8s.io",
+                "networkpolicies",
+                "NetworkPolicy",
+                true,
+                &["netpol"],
+                false,
+            ),
+            hpa,
             crd,
         ];
         Registry {

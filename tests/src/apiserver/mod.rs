@@ -28,8 +28,11 @@
 //! pruning, defaulting, validation and CEL rules), `table` (kubectl's
 //! Table output), `selector` and `status` (error bodies).
 //! Not implemented at all: authentication/authorization, protobuf, OpenAPI
-//! documents, aggregated discovery, pods and workloads, garbage collection
-//! through ownerReferences, admission webhooks and CRD conversion.
+//! documents, aggregated discovery, pods and workload controllers, garbage
+//! collection through ownerReferences, admission webhooks and CRD
+//! conversion. The kinds an install creates (Deployments, RBAC objects,
+//! Ingresses, PodDisruptionBudgets, NetworkPolicies, HPAs) are stored as
+//! given: no defaults, no built-in schemas, nothing runs or enforces them.
 
 pub mod discovery;
 mod http;

@@ -4,6 +4,7 @@
 mod controllers;
 mod crds;
 mod crud;
+mod deploy;
 mod watch;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,87 @@
+{{/* Chart name, possibly overridden. */}}
+{{- define "toolgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Prefix of object names: the release name, plus the chart name unless
+the release name already contains it. */}}
+{{- define "toolgate.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "toolgate.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "toolgate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "toolgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: toolgate
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of one component ("operator" or "gateway"). */}}
+{{- define "toolgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "toolgate.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{- define "toolgate.operator.fullname" -}}
+{{- printf "%s-operator" (include "toolgate.fullname" .) -}}
+{{- end -}}
+
+{{- define "toolgate.gateway.fullname" -}}
+{{- printf "%s-gateway" (include "toolgate.fullname" .) -}}
+{{- end -}}
+
+{{- define "toolgate.operator.serviceAccountName" -}}
+{{- if .Values.operator.serviceAccount.create -}}
+{{- default (include "toolgate.operator.fullname" .) .Values.operator.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.operator.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "toolgate.gateway.serviceAccountName" -}}
+{{- if .Values.gateway.serviceAccount.create -}}
+{{- default (include "toolgate.gateway.fullname" .) .Values.gateway.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.gateway.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "toolgate.operator.image" -}}
+{{- printf "%s:%s" .Values.operator.image.repository (default .Chart.AppVersion .Values.operator.image.tag) -}}
+{{- end -}}
+
+{{- define "toolgate.gateway.image" -}}
+{{- printf "%s:%s" .Values.gateway.image.repository (default .Chart.AppVersion .Values.gateway.image.tag) -}}
+{{- end -}}
+
+{{/* Host header values the gateway accepts: the Ingress host, the
+Service's DNS names, loopback (kubectl port-forward), and any extra. */}}
+{{- define "toolgate.gateway.allowedHosts" -}}
+{{- $svc := include "toolgate.gateway.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list -}}
+{{- if and .Values.ingress.enabled .Values.ingress.host -}}
+{{- $hosts = append $hosts .Values.ingress.host -}}
+{{- end -}}
+{{- $hosts = concat $hosts (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) "localhost" "127.0.0.1") -}}
+{{- $hosts = concat $hosts .Values.gateway.extraAllowedHosts -}}
+{{- range $hosts }}
+- --allowed-host
+- {{ . | quote }}
+{{- end -}}
+{{- end -}}

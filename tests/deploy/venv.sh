@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Prepares the Python tools the toolgate-tests `deploy` tests use and prints
+# the venv's python (export it as TOOLGATE_DEPLOY_PYTHON):
+#   - helm-python-sdk: Helm's own Go SDK (v4) as a library in a wheel, to
+#     lint and render charts/toolgate where no helm binary can be installed;
+#   - kubernetes-validate: the Kubernetes OpenAPI schemas, to validate every
+#     rendered object.
+# Both come from PyPI. Without them those tests print a note and skip.
+#
+#   export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh)
+#   cargo test -p toolgate-tests --test apiserver deploy
+#
+# Env: DEPLOY_VENV (venv dir; default: <target dir>/deploy-venv).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+HELM_SDK_VERSION=0.2.2          # bundles Helm v4.2.3
+KUBERNETES_VALIDATE_VERSION=1.32.0
+
+if [ -z "${DEPLOY_VENV:-}" ]; then
+  target_dir=$(cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+  DEPLOY_VENV="$target_dir/deploy-venv"
+fi
+stamp="$DEPLOY_VENV/.toolgate-$HELM_SDK_VERSION-$KUBERNETES_VALIDATE_VERSION"
+if [ ! -f "$stamp" ]; then
+  python3 -m venv "$DEPLOY_VENV" >&2
+  "$DEPLOY_VENV/bin/pip" install -q --disable-pip-version-check \
+    "helm-python-sdk==$HELM_SDK_VERSION" \
+    "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" >&2
+  touch "$stamp"
+fi
+echo "$DEPLOY_VENV/bin/python"

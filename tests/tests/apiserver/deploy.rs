@@ -1,0 +1,810 @@
+//! The install artifacts: the Helm chart (charts/toolgate) and the kustomize
+//! base (deploy/default).
+//!
+//! Always: the chart's CRDs are the generated ones; values.yaml satisfies
+//! values.schema.json; `kubectl kustomize deploy/default` renders, applies
+//! server-side to the in-memory API server, and is consistent (every
+//! ServiceAccount, Role and binding it refers to exists; the operator's RBAC
+//! covers what it does and the gateway's is read-only, one namespace;
+//! container args use flags the binaries have; pods are locked down).
+//! With `TOOLGATE_DEPLOY_PYTHON` (tests/deploy/venv.sh): the chart is linted
+//! and rendered by Helm's own SDK for several value sets, each render passes
+//! the same checks, the default one applies and equals the kustomize base,
+//! and every rendered object validates against the Kubernetes schemas
+//! (kubernetes-validate). Without it those parts print a note and skip.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Value};
+use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
+
+const NS: &str = "toolgate-system";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn read(rel: &str) -> String {
+    let path = repo().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn yaml_docs(text: &str) -> Vec<Value> {
+    use serde::Deserialize;
+    yaml_serde::Deserializer::from_str(text)
+        .map(|d| Value::deserialize(d).expect("valid YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn kubectl() -> PathBuf {
+    std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
+fn run(cmd: &mut Command) -> Result<String, String> {
+    let shown = format!("{cmd:?}");
+    match cmd.output() {
+        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(out) => Err(format!(
+            "{shown} failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )),
+        Err(e) => Err(format!("{shown}: {e}")),
+    }
+}
+
+fn kustomize_base() -> Option<String> {
+    let mut cmd = Command::new(kubectl());
+    cmd.arg("kustomize").arg(repo().join("deploy/default"));
+    match run(&mut cmd) {
+        Ok(out) => Some(out),
+        Err(e) if e.contains("No such file") || e.contains("not found") => {
+            eprintln!("NOTE: kubectl not found (set KUBECTL); kustomize checks skipped");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The Python with helm-python-sdk and kubernetes-validate, if provided.
+fn deploy_python() -> Option<PathBuf> {
+    let p = std::env::var_os("TOOLGATE_DEPLOY_PYTHON").map(PathBuf::from);
+    if p.is_none() {
+        eprintln!(
+            "NOTE: TOOLGATE_DEPLOY_PYTHON unset: chart rendering and schema validation skipped \
+             (export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh))"
+        );
+    }
+    p
+}
+
+fn render_chart(python: &Path, values: &Value) -> String {
+    let repo = repo();
+    run(Command::new(python)
+        .arg(repo.join("tests/deploy/render_chart.py"))
+        .arg(repo.join("charts/toolgate"))
+        .args(["toolgate", NS])
+        .arg(values.to_string()))
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+async fn apply(server: &ApiServerHandle, manifests: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    server.write_kubeconfig(&config).unwrap();
+    let file = dir.path().join("install.yaml");
+    std::fs::write(&file, manifests).unwrap();
+    let mut cmd = Command::new(kubectl());
+    cmd.arg("--kubeconfig")
+        .arg(&config)
+        .arg("--cache-dir")
+        .arg(dir.path().join("cache"))
+        .args(["apply", "--server-side", "-f"])
+        .arg(&file);
+    tokio::task::spawn_blocking(move || run(&mut cmd))
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn name(o: &Value) -> &str {
+    o["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+fn namespace(o: &Value) -> Option<&str> {
+    o["metadata"]["namespace"].as_str()
+}
+
+fn find<'a>(objs: &'a [Value], kind: &str, ns: Option<&str>, n: &str) -> Option<&'a Value> {
+    objs.iter()
+        .find(|o| o["kind"] == kind && name(o) == n && namespace(o) == ns)
+}
+
+fn strs(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// One RBAC rule, with where it applies (None: every namespace).
+struct Grant<'a> {
+    scope: Option<&'a str>,
+    rule: &'a Value,
+}
+
+/// What the bindings in `objs` grant ServiceAccount `ns/sa`; every roleRef
+/// must resolve.
+fn grants<'a>(objs: &'a [Value], ns: &str, sa: &str) -> Vec<Grant<'a>> {
+    let mut out = Vec::new();
+    for b in objs
+        .iter()
+        .filter(|o| o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding")
+    {
+        let bound = b["subjects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|s| s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == ns);
+        if !bound {
+            continue;
+        }
+        let role_kind = b["roleRef"]["kind"].as_str().unwrap_or_default();
+        let role_name = b["roleRef"]["name"].as_str().unwrap_or_default();
+        let (role, scope) = match role_kind {
+            "Role" => {
+                assert_eq!(
+                    b["kind"],
+                    "RoleBinding",
+                    "{}: a Role is bound by a RoleBinding",
+                    name(b)
+                );
+                (find(objs, "Role", namespace(b), role_name), namespace(b))
+            }
+            "ClusterRole" => (
+                find(objs, "ClusterRole", None, role_name),
+                namespace(b).filter(|_| b["kind"] == "RoleBinding"),
+            ),
+            k => panic!("{}: roleRef kind {k}", name(b)),
+        };
+        let role = role.unwrap_or_else(|| {
+            panic!(
+                "{} {}: roleRef {role_kind} {role_name} does not exist",
+                b["kind"],
+                name(b)
+            )
+        });
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            out.push(Grant { scope, rule });
+        }
+    }
+    out
+}
+
+/// Whether `grants` allow `verb` on `group`/`resource` (optionally object
+/// `object`) in namespace `ns` (None: cluster-wide).
+fn allowed(
+    grants: &[Grant],
+    ns: Option<&str>,
+    group: &str,
+    resource: &str,
+    verb: &str,
+    object: Option<&str>,
+) -> bool {
+    grants.iter().any(|g| {
+        let scope_ok = g.scope.is_none() || g.scope == ns;
+        let names = strs(&g.rule["resourceNames"]);
+        scope_ok
+            && strs(&g.rule["apiGroups"]).contains(&group)
+            && strs(&g.rule["resources"]).contains(&resource)
+            && strs(&g.rule["verbs"]).contains(&verb)
+            && (names.is_empty() || object.is_some_and(|o| names.contains(&o)))
+    })
+}
+
+/// What the operator does (notes/COMMON.md contract): (group, resources,
+/// verbs, object name) in the watched namespaces.
+const OPERATOR_WATCH: &[(&str, &[&str], &[&str])] = &[
+    (
+        "toolgate.dev",
+        &["mcpupstreams", "mcpoverlays"],
+        &["get", "list", "watch", "patch", "update"],
+    ),
+    (
+        "toolgate.dev",
+        &["mcpupstreams/status", "mcpoverlays/status"],
+        &["get", "patch", "update"],
+    ),
+    (
+        "toolgate.dev",
+        &["mcpupstreams/finalizers", "mcpoverlays/finalizers"],
+        &["update"],
+    ),
+    (
+        "",
+        &["configmaps", "secrets", "services"],
+        &["get", "list", "watch"],
+    ),
+    ("events.k8s.io", &["events"], &["create", "patch"]),
+    ("", &["events"], &["create", "patch"]),
+];
+
+/// ... and in the publish namespace (object names where it is fixed).
+const OPERATOR_PUBLISH: &[(&str, &str, &[&str], Option<&str>)] = &[
+    (
+        "",
+        "configmaps",
+        &[
+            "create", "update", "patch", "delete", "get", "list", "watch",
+        ],
+        None,
+    ),
+    ("", "secrets", &["create"], None),
+    (
+        "",
+        "secrets",
+        &["get", "update", "patch"],
+        Some("toolgate-credentials"),
+    ),
+    ("coordination.k8s.io", "leases", &["create"], None),
+    (
+        "coordination.k8s.io",
+        "leases",
+        &["get", "update", "patch"],
+        Some("toolgate-operator"),
+    ),
+    // The gateway replicas' served reports.
+    (
+        "coordination.k8s.io",
+        "leases",
+        &["get", "list", "watch"],
+        None,
+    ),
+];
+
+/// Long flags a binary's subcommand accepts, from its `--help` when the
+/// binary is built next to this test; otherwise (or for flags the branch's
+/// binary does not have yet) the contract's.
+fn flags(binary: &str, subcommand: &str, contract: &[&str]) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = BTreeSet::new();
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().and_then(Path::parent).map(|d| d.join(binary));
+    let help = path
+        .filter(|p| p.exists())
+        .and_then(|p| run(Command::new(p).args([subcommand, "--help"])).ok());
+    match help {
+        Some(help) => {
+            for word in help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+                if word.starts_with("--") && word.len() > 2 {
+                    out.insert(word.to_string());
+                }
+            }
+            for f in contract {
+                if !out.contains(*f) {
+                    eprintln!(
+                        "NOTE: `{binary} {subcommand}` has no {f} yet; taken from the contract"
+                    );
+                    out.insert(f.to_string());
+                }
+            }
+        }
+        None => {
+            eprintln!(
+                "NOTE: {binary} not built next to the tests; its flags taken from the contract"
+            );
+            out.extend(contract.iter().map(|f| f.to_string()));
+        }
+    }
+    out
+}
+
+const GATEWAY_SERVE_FLAGS: &[&str] = &[
+    "--kube",
+    "--kube-namespace",
+    "--listen",
+    "--allowed-host",
+    "--allowed-origin",
+    "--grace-period-seconds",
+    "--page-size",
+    "--config",
+];
+
+const OPERATOR_RUN_FLAGS: &[&str] = &[
+    "--namespace",
+    "--publish-namespace",
+    "--leader-election",
+    "--lease-name",
+    "--identity",
+    "--max-upstream-bytes",
+    "--health-addr",
+    "--compile-concurrency",
+];
+
+fn deployment<'a>(objs: &'a [Value], container: &str) -> &'a Value {
+    objs.iter()
+        .find(|o| {
+            o["kind"] == "Deployment"
+                && o["spec"]["template"]["spec"]["containers"][0]["name"] == container
+        })
+        .unwrap_or_else(|| panic!("no Deployment with a container {container:?}"))
+}
+
+fn check_args(d: &Value, subcommand: &str, known: &BTreeSet<String>) -> Vec<String> {
+    let args: Vec<String> = strs(&d["spec"]["template"]["spec"]["containers"][0]["args"])
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(
+        args.first().map(String::as_str),
+        Some(subcommand),
+        "{}: {args:?}",
+        name(d)
+    );
+    for a in &args {
+        if let Some(flag) = a
+            .strip_prefix("--")
+            .map(|f| format!("--{}", f.split('=').next().unwrap()))
+        {
+            assert!(
+                known.contains(&flag),
+                "{}: unknown flag {flag} in {args:?}",
+                name(d)
+            );
+        }
+    }
+    args
+}
+
+/// Values after each `flag` in `args`.
+fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
+    args.windows(2)
+        .filter(|w| w[0] == flag)
+        .map(|w| w[1].as_str())
+        .collect()
+}
+
+fn check_pod_hardening(d: &Value) {
+    let pod = &d["spec"]["template"]["spec"];
+    let who = name(d);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{who}");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+        "{who}"
+    );
+    for c in pod["containers"].as_array().unwrap() {
+        let sc = &c["securityContext"];
+        assert_eq!(sc["readOnlyRootFilesystem"], true, "{who}");
+        assert_eq!(sc["allowPrivilegeEscalation"], false, "{who}");
+        assert_eq!(strs(&sc["capabilities"]["drop"]), ["ALL"], "{who}");
+        assert!(
+            c["resources"]["requests"].is_object(),
+            "{who}: resource requests"
+        );
+        assert!(
+            c["resources"]["limits"]["memory"].is_string(),
+            "{who}: a memory limit"
+        );
+        assert!(c["readinessProbe"]["httpGet"]["path"] == "/readyz", "{who}");
+        assert!(c["livenessProbe"]["httpGet"]["path"] == "/healthz", "{who}");
+    }
+}
+
+fn env_from_field<'a>(c: &'a Value, var: &str) -> Option<&'a str> {
+    c["env"].as_array()?.iter().find(|e| e["name"] == var)?["valueFrom"]["fieldRef"]["fieldPath"]
+        .as_str()
+}
+
+fn selects(selector: &Value, labels: &Value) -> bool {
+    selector
+        .as_object()
+        .is_some_and(|s| !s.is_empty() && s.iter().all(|(k, v)| &labels[k] == v))
+}
+
+/// The checks every rendering of the install must pass. `watch`: the
+/// namespace the operator is limited to, if any.
+fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
+    assert!(
+        objs.iter().all(|o| o["kind"] == "Namespace"
+            || o["kind"] == "CustomResourceDefinition"
+            || o["kind"] == "ClusterRole"
+            || o["kind"] == "ClusterRoleBinding"
+            || namespace(o).is_some()),
+        "every namespaced object names its namespace"
+    );
+    for o in objs
+        .iter()
+        .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+    {
+        for rule in o["rules"].as_array().unwrap() {
+            for field in ["apiGroups", "resources", "verbs"] {
+                assert!(
+                    !strs(&rule[field]).contains(&"*"),
+                    "{}: wildcard {field}",
+                    name(o)
+                );
+            }
+        }
+    }
+
+    // Operator.
+    let op = deployment(objs, "operator");
+    let op_ns = namespace(op).unwrap();
+    assert_eq!(op_ns, ns);
+    check_pod_hardening(op);
+    let op_sa = op["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .unwrap();
+    assert!(
+        find(objs, "ServiceAccount", Some(ns), op_sa).is_some(),
+        "ServiceAccount {op_sa}"
+    );
+    let args = check_args(
+        op,
+        "run",
+        &flags("toolgate-operator", "run", OPERATOR_RUN_FLAGS),
+    );
+    let op_c = &op["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        env_from_field(op_c, "POD_NAMESPACE"),
+        Some("metadata.namespace")
+    );
+    assert_eq!(env_from_field(op_c, "POD_NAME"), Some("metadata.name"));
+    assert!(
+        args.contains(&"--leader-election=true".to_string()),
+        "{args:?}"
+    );
+    match watch {
+        Some(w) => assert!(args.contains(&format!("--namespace={w}")), "{args:?}"),
+        None => assert!(
+            !args.iter().any(|a| a.starts_with("--namespace")),
+            "{args:?}"
+        ),
+    }
+    let g = grants(objs, ns, op_sa);
+    for (group, resources, verbs) in OPERATOR_WATCH {
+        for r in *resources {
+            for v in *verbs {
+                assert!(
+                    allowed(&g, watch, group, r, v, None),
+                    "operator may not {v} {group}/{r} in {watch:?}"
+                );
+                if let Some(w) = watch {
+                    assert!(
+                        !allowed(&g, Some("elsewhere"), group, r, v, None),
+                        "watching {w} only, the operator may still {v} {r} elsewhere"
+                    );
+                }
+            }
+        }
+    }
+    for (group, r, verbs, object) in OPERATOR_PUBLISH {
+        for v in *verbs {
+            assert!(
+                allowed(&g, Some(ns), group, r, v, *object),
+                "operator may not {v} {group}/{r} {object:?} in {ns}"
+            );
+        }
+    }
+    assert!(!allowed(
+        &g,
+        Some(ns),
+        "",
+        "secrets",
+        "delete",
+        Some("toolgate-credentials")
+    ));
+
+    // Gateway.
+    let gw = deployment(objs, "gateway");
+    assert_eq!(namespace(gw), Some(ns));
+    check_pod_hardening(gw);
+    let pod = &gw["spec"]["template"]["spec"];
+    let gw_sa = pod["serviceAccountName"].as_str().unwrap();
+    assert!(
+        find(objs, "ServiceAccount", Some(ns), gw_sa).is_some(),
+        "ServiceAccount {gw_sa}"
+    );
+    let args = check_args(
+        gw,
+        "serve",
+        &flags("toolgate", "serve", GATEWAY_SERVE_FLAGS),
+    );
+    assert!(args.contains(&"--kube".to_string()), "{args:?}");
+    assert_eq!(flag_values(&args, "--listen"), ["0.0.0.0:8080"]);
+    let c = &pod["containers"][0];
+    assert_eq!(
+        env_from_field(c, "POD_NAMESPACE"),
+        Some("metadata.namespace")
+    );
+    let g = grants(objs, ns, gw_sa);
+    for v in ["get", "list", "watch"] {
+        assert!(
+            allowed(&g, Some(ns), "", "configmaps", v, None),
+            "gateway may not {v} configmaps"
+        );
+    }
+    assert!(
+        !allowed(&g, Some("elsewhere"), "", "configmaps", "get", None),
+        "gateway reads other namespaces"
+    );
+    for v in ["get", "create", "update", "delete"] {
+        assert!(
+            allowed(&g, Some(ns), "coordination.k8s.io", "leases", v, None),
+            "gateway may not {v} its served report (a Lease)"
+        );
+    }
+    assert_eq!(env_from_field(c, "POD_NAME"), Some("metadata.name"));
+    for (r, v) in [
+        ("configmaps", "update"),
+        ("configmaps", "patch"),
+        ("secrets", "get"),
+        ("secrets", "list"),
+    ] {
+        assert!(
+            !allowed(&g, Some(ns), "", r, v, None),
+            "gateway may {v} {r}"
+        );
+    }
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/var/run/toolgate/credentials")
+        .expect("credentials mounted at /var/run/toolgate/credentials");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the credentials volume");
+    assert_eq!(
+        volume["secret"],
+        json!({"secretName": "toolgate-credentials", "optional": true})
+    );
+
+    let svc = objs
+        .iter()
+        .find(|o| o["kind"] == "Service" && namespace(o) == Some(ns))
+        .expect("the gateway Service");
+    let pod_labels = &gw["spec"]["template"]["metadata"]["labels"];
+    assert!(
+        selects(&svc["spec"]["selector"], pod_labels),
+        "the Service selects the gateway pods"
+    );
+    assert!(selects(&gw["spec"]["selector"]["matchLabels"], pod_labels));
+    assert!(!selects(
+        &svc["spec"]["selector"],
+        &op["spec"]["template"]["metadata"]["labels"]
+    ));
+    let port = &svc["spec"]["ports"][0];
+    assert_eq!(port["port"], 8080);
+    assert!(
+        c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == port["targetPort"]),
+        "targetPort names a container port"
+    );
+    let hosts = flag_values(&args, "--allowed-host");
+    let svc_name = name(svc);
+    for h in [svc_name.to_string(), format!("{svc_name}.{ns}.svc")] {
+        assert!(
+            hosts.contains(&h.as_str()),
+            "--allowed-host {h} missing: {hosts:?}"
+        );
+    }
+    for pdb in objs.iter().filter(|o| o["kind"] == "PodDisruptionBudget") {
+        assert!(selects(&pdb["spec"]["selector"]["matchLabels"], pod_labels));
+    }
+    for ing in objs.iter().filter(|o| o["kind"] == "Ingress") {
+        for rule in ing["spec"]["rules"].as_array().unwrap() {
+            if let Some(host) = rule["host"].as_str() {
+                assert!(hosts.contains(&host), "the gateway accepts Host {host}");
+            }
+            for p in rule["http"]["paths"].as_array().unwrap() {
+                assert_eq!(p["path"], "/mcp");
+                assert_eq!(p["backend"]["service"]["name"], svc_name);
+                assert_eq!(p["backend"]["service"]["port"]["name"], port["name"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_charts_crds_are_the_generated_crds() {
+    assert!(
+        read("charts/toolgate/crds/toolgate.dev.yaml") == read("crds/toolgate.dev.yaml"),
+        "charts/toolgate/crds/toolgate.dev.yaml is stale: cp crds/toolgate.dev.yaml charts/toolgate/crds/"
+    );
+}
+
+#[test]
+fn the_charts_values_satisfy_its_schema() {
+    let schema: Value = serde_json::from_str(&read("charts/toolgate/values.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("a valid JSON Schema");
+    let values = &yaml_docs(&read("charts/toolgate/values.yaml"))[0];
+    let errors: Vec<String> = validator
+        .iter_errors(values)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "values.yaml: {errors:?}");
+    let mut typo = values.clone();
+    typo["gateway"]["replica"] = json!(3);
+    assert!(!validator.is_valid(&typo), "unknown keys are rejected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kustomize_base_applies_server_side_and_grants_what_each_component_needs() {
+    let Some(text) = kustomize_base() else { return };
+    let objs = yaml_docs(&text);
+    let kinds: BTreeSet<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
+    for k in [
+        "CustomResourceDefinition",
+        "Namespace",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "ClusterRoleBinding",
+    ] {
+        assert!(kinds.contains(k), "no {k} in {kinds:?}");
+    }
+    check_install(&objs, NS, None);
+
+    let server = ApiServer::start().await.unwrap();
+    let out = apply(&server, &text).await;
+    assert!(
+        out.contains("deployment.apps/toolgate-gateway serverside-applied"),
+        "{out}"
+    );
+    assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/mcpupstreams.toolgate.dev serverside-applied"), "{out}");
+    let before = server.resource_version();
+    apply(&server, &text).await;
+    assert_eq!(
+        server.resource_version(),
+        before,
+        "re-applying the same install changes nothing"
+    );
+}
+
+/// The default render, minus Helm's own labels, as the kustomize base has it.
+fn without_helm_labels(mut objs: Vec<Value>) -> Vec<Value> {
+    for o in &mut objs {
+        if let Some(labels) = o["metadata"]["labels"].as_object_mut() {
+            labels.remove("helm.sh/chart");
+            labels.remove("app.kubernetes.io/managed-by");
+        }
+    }
+    objs.sort_by_key(|o| (o["kind"].to_string(), name(o).to_string()));
+    objs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
+    let Some(python) = deploy_python() else {
+        return;
+    };
+    let crds = read("charts/toolgate/crds/toolgate.dev.yaml");
+
+    let default = render_chart(&python, &json!({}));
+    let objs = yaml_docs(&default);
+    check_install(&objs, NS, None);
+    assert!(
+        !objs.iter().any(|o| o["kind"] == "Ingress"),
+        "no Ingress unless enabled"
+    );
+    if let Some(base) = kustomize_base() {
+        let base: Vec<Value> = yaml_docs(&base)
+            .into_iter()
+            .filter(|o| o["kind"] != "CustomResourceDefinition" && o["kind"] != "Namespace")
+            .collect();
+        assert!(
+            without_helm_labels(objs.clone()) == without_helm_labels(base),
+            "deploy/default differs from the chart's default render: regenerate it (see its header)"
+        );
+    }
+    let server = ApiServer::start().await.unwrap();
+    // As `helm install --create-namespace` does.
+    let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NS}\n");
+    let out = apply(&server, &format!("{crds}\n---\n{namespace}---\n{default}")).await;
+    assert!(
+        out.contains("deployment.apps/toolgate-operator serverside-applied"),
+        "{out}"
+    );
+
+    let options = json!({
+        "operator": {"watchNamespace": "apps", "replicas": 1},
+        "gateway": {"autoscaling": {"enabled": true}, "networkPolicy": {"enabled": true},
+                    "extraAllowedHosts": ["mcp.internal"]},
+        "ingress": {"enabled": true, "host": "mcp.example.com", "tlsSecretName": "mcp-tls"},
+    });
+    let all = render_chart(&python, &options);
+    let objs = yaml_docs(&all);
+    check_install(&objs, NS, Some("apps"));
+    assert!(
+        !objs
+            .iter()
+            .any(|o| o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding"),
+        "one watched namespace: no cluster-wide RBAC"
+    );
+    let ing = objs
+        .iter()
+        .find(|o| o["kind"] == "Ingress")
+        .expect("the Ingress");
+    assert_eq!(ing["spec"]["tls"][0]["hosts"], json!(["mcp.example.com"]));
+    assert_eq!(
+        ing["metadata"]["annotations"]["nginx.ingress.kubernetes.io/proxy-buffering"],
+        "off"
+    );
+    let gw = deployment(&objs, "gateway");
+    assert!(
+        gw["spec"].get("replicas").is_none(),
+        "the HPA owns replicas"
+    );
+    let args = strs(&gw["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(args.contains(&"mcp.internal"), "{args:?}");
+    let hpa = objs
+        .iter()
+        .find(|o| o["kind"] == "HorizontalPodAutoscaler")
+        .expect("HPA");
+    assert_eq!(hpa["spec"]["scaleTargetRef"]["name"], name(gw));
+
+    for bad in [
+        json!({"gateway": {"replicas": "two"}}),
+        json!({"gatway": {}}),
+    ] {
+        let out = Command::new(&python)
+            .arg(repo().join("tests/deploy/render_chart.py"))
+            .arg(repo().join("charts/toolgate"))
+            .args(["toolgate", NS])
+            .arg(bad.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "{bad} rejected by values.schema.json"
+        );
+    }
+
+    // Every object of every rendering, against the Kubernetes schemas.
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (i, text) in [default, all]
+        .iter()
+        .chain(kustomize_base().as_ref())
+        .enumerate()
+    {
+        let f = dir.path().join(format!("render-{i}.yaml"));
+        std::fs::write(&f, text).unwrap();
+        files.push(f);
+    }
+    for f in ["petstore-demo.yaml", "petstore-upstream.yaml"] {
+        files.push(repo().join("deploy/examples").join(f));
+    }
+    let validate = python.with_file_name("kubernetes-validate");
+    run(Command::new(validate)
+        .args(["--strict", "--quiet", "--no-warn", "-k", "1.32.0"])
+        .args(&files))
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn the_demo_deployment_runs_toolgate_demo_with_flags_it_has() {
+    let docs = yaml_docs(&read("deploy/examples/petstore-demo.yaml"));
+    let d = deployment(&docs, "petstore");
+    let known = flags(
+        "toolgate",
+        "demo",
+        &["--listen", "--upstream-listen", "--allowed-host"],
+    );
+    let args = check_args(d, "demo", &known);
+    let api = flag_values(&args, "--upstream-listen");
+    let port = api[0].rsplit(':').next().unwrap();
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["ports"][0]["containerPort"].to_string(), port);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+}

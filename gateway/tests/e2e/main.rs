@@ -20,6 +20,8 @@ mod edge;
 mod kube;
 /// tools/list: schemas, constraints, pagination, protocol versions.
 mod list;
+
+mod product;
 /// Hot reload: list_changed, reload under load, the real binary.
 mod reload;
 /// jq request, response and error transforms at runtime.

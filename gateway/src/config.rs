@@ -41,7 +41,8 @@ pub fn set_credentials_dir(dir: PathBuf) {
     let _ = CREDENTIALS_DIR.set(dir);
 }
 
-fn credentials_dir() -> &'static Path {
+/// The directory `secretKey` references are read from.
+pub fn credentials_dir() -> &'static Path {
     CREDENTIALS_DIR.get_or_init(|| PathBuf::from(DEFAULT_CREDENTIALS_DIR))
 }
 

@@ -88,10 +88,27 @@ pub async fn watch_published(
     // `max_delay` after the first.
     let mut due: Option<(Instant, Instant)> = None;
     let mut retry = FIRST_RETRY;
+    // Rotated credentials arrive as files (the kubelet rewrites the mounted
+    // Secret), not as watch events: notice them and rebuild.
+    let mut credentials = credentials_fingerprint();
+    let mut rebuild = false;
+    let mut check = tokio::time::interval(CREDENTIALS_CHECK);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let wake = due.map(|(at, _)| at);
         tokio::select! {
             _ = shutdown.cancelled() => return,
+            _ = check.tick() => {
+                let now = credentials_fingerprint();
+                if now != credentials {
+                    credentials = now;
+                    if synced {
+                        tracing::info!("credentials changed; rebuilding the upstream clients");
+                        rebuild = true;
+                        due = Some((Instant::now(), Instant::now()));
+                    }
+                }
+            }
             ev = events.next() => match ev {
                 None => {
                     tracing::error!("ConfigMap watch ended; no further catalog updates");
@@ -122,9 +139,13 @@ pub async fn watch_published(
                 let objects = reader.state();
                 let Some(mut l) = loader.take() else { return };
                 let store = store.clone();
+                let force = std::mem::take(&mut rebuild);
                 // Decoding and building compile every schema: keep them
                 // off the async workers.
                 let pending = match tokio::task::spawn_blocking(move || {
+                    if force {
+                        l.installed = None;
+                    }
                     let pending = l.sync(&objects, &store);
                     (l, pending)
                 })
@@ -154,6 +175,34 @@ pub async fn watch_published(
             }
         }
     }
+}
+
+/// How often the credentials directory is checked for rotated files.
+const CREDENTIALS_CHECK: Duration = Duration::from_secs(2);
+
+/// Names, sizes and modification times in the credentials directory (and
+/// the kubelet's `..data` link, which moves on every Secret update).
+fn credentials_fingerprint() -> Vec<(String, u64, Option<std::time::SystemTime>)> {
+    let dir = crate::config::credentials_dir();
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let link = std::fs::read_link(e.path())
+                .map(|t| t.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let meta = std::fs::metadata(e.path()).ok();
+            (
+                format!("{name}>{link}"),
+                meta.as_ref().map_or(0, |m| m.len()),
+                meta.and_then(|m| m.modified().ok()),
+            )
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// Retry delays while a published upstream is not served at its

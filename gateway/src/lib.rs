@@ -14,7 +14,8 @@
 //! 5. [`error`]: how each failure reaches the client (a table).
 //! 6. [`ops`]: the router, health endpoints and graceful shutdown.
 //!
-//! [`config`] is the gateway config file: base URLs, credentials
+//! [`session`] makes session ids any replica accepts. [`config`] is the
+//! gateway config file: base URLs, credentials
 //! references, limits. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
 
@@ -28,6 +29,7 @@ pub mod reload;
 pub mod request;
 pub mod response;
 pub mod server;
+pub mod session;
 pub mod snapshot;
 pub mod transform;
 pub mod upstream;

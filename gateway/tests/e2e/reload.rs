@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::support::*;
 use crate::upstream::TestUpstream;
 
-fn with_extra(n: usize, prefix: &str) -> catalog::Catalog {
+pub fn with_extra(n: usize, prefix: &str) -> catalog::Catalog {
     let mut other = other_tools();
     let mut pets = pets_tools();
     let target = if prefix == "other" {
@@ -144,9 +144,9 @@ async fn stateless_2026_client_calls_and_hears_list_changed_through_listen() {
 
 // ---- the real binary ----
 
-struct Served {
-    child: Child,
-    url: String,
+pub struct Served {
+    pub child: Child,
+    pub url: String,
 }
 
 impl Drop for Served {
@@ -157,7 +157,7 @@ impl Drop for Served {
 }
 
 /// Starts `toolgate serve` on 127.0.0.1:0 and reads its URL from the log.
-fn serve(args: &[&str]) -> Served {
+pub fn serve(args: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .arg("serve")
         .args(["--listen", "127.0.0.1:0", "--poll-interval-ms", "50"])
@@ -195,7 +195,7 @@ fn serve(args: &[&str]) -> Served {
     Served { child, url }
 }
 
-fn tempdir(name: &str) -> PathBuf {
+pub fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("toolgate-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();

@@ -369,10 +369,14 @@ async fn shift(proxy: &Proxy) {
     assert!(r.status().is_success());
 }
 
-/// A raw tools/list with `session`, straight to `base`.
+/// A raw tools/list with `session`, straight to `base` (`/mcp`).
 async fn raw_list(base: &str, session: &str) -> u16 {
+    raw_list_at(&format!("{base}/mcp"), session).await
+}
+
+async fn raw_list_at(url: &str, session: &str) -> u16 {
     reqwest::Client::new()
-        .post(format!("{base}/mcp"))
+        .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", session)
@@ -402,6 +406,10 @@ async fn session_ids_are_refused_without_the_shared_key() {
     // Tampered ids and a replica with another key: unknown session.
     let forged = format!("{id}x");
     assert_eq!(raw_list(&c.replicas["a"].url, &forged).await, 404);
+    // An `/mcp` session does not open `/mcp/pets`, even on a replica that
+    // has not seen it.
+    let scoped = format!("{}/mcp/pets", c.replicas["b"].url);
+    assert_eq!(raw_list_at(&scoped, &id).await, 404);
     let stranger = serve(&[
         "--catalog",
         c.catalog.to_str().unwrap(),

@@ -266,6 +266,17 @@ impl Index {
     }
 }
 
+/// What one gateway replica serves, as it reports it back (the operator
+/// counts the replicas serving each published version).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Served {
+    /// [`Index::hash`] of the versions it serves.
+    pub catalog_hash: String,
+    /// Prefix → [`IndexEntry::hash`] of the version it serves.
+    pub upstreams: std::collections::BTreeMap<String, String>,
+}
+
 /// The catalog the gateway serves from a set of decoded upstreams.
 pub fn catalog_of(upstreams: &[PublishedUpstream]) -> Catalog {
     Catalog::new(upstreams.iter().map(|u| u.catalog.clone()).collect())

@@ -92,4 +92,6 @@ pub mod reasons {
     pub const NO_UPSTREAM: &str = "NoUpstream";
     /// Publishing to the gateway's ConfigMaps failed.
     pub const PUBLISH_FAILED: &str = "PublishFailed";
+    /// Published, but not every live gateway replica serves it yet.
+    pub const NOT_SERVED: &str = "NotServed";
 }

@@ -30,6 +30,24 @@ pub const COMPONENT: &str = "toolgate.dev/component";
 pub const COMPONENT_INDEX: &str = "catalog-index";
 pub const COMPONENT_CHUNK: &str = "catalog-chunk";
 pub const COMPONENT_CREDENTIALS: &str = "credentials";
+/// Label value of the Lease each gateway replica keeps, reporting what it
+/// serves (`catalog::publish::Served` as JSON in [`SERVED_ANNOTATION`]).
+pub const COMPONENT_GATEWAY: &str = "gateway";
+/// Label selector matching every gateway replica's Lease.
+pub const GATEWAY_SELECTOR: &str = "toolgate.dev/component=gateway";
+/// Annotation on a gateway Lease holding its `Served` report.
+pub const SERVED_ANNOTATION: &str = "toolgate.dev/served";
+/// Name of a gateway replica's Lease.
+pub fn gateway_lease_name(replica: &str) -> String {
+    let mut name = format!("toolgate-gateway-{replica}")
+        .to_ascii_lowercase()
+        .replace(
+            |c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'),
+            "-",
+        );
+    name.truncate(253);
+    name.trim_end_matches(['-', '.']).to_string()
+}
 /// Label on a chunk: the tool prefix it belongs to.
 pub const PREFIX_LABEL: &str = "toolgate.dev/prefix";
 /// Label selector matching every chunk.

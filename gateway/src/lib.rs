@@ -14,8 +14,11 @@
 //! 5. [`error`]: how each failure reaches the client (a table).
 //! 6. [`ops`]: the router, health endpoints and graceful shutdown.
 //!
-//! [`session`] makes session ids any replica accepts. [`config`] is the
-//! gateway config file: base URLs, credentials
+//! [`kubernetes`] is `serve --kube`: the catalog and upstream settings
+//! published by the operator, watched and hot-swapped. [`session`] makes
+//! session ids any replica accepts.
+//!
+//! [`config`] is the gateway config file: base URLs, credentials
 //! references, limits. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
 
@@ -24,6 +27,7 @@ pub mod call;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod kubernetes;
 pub mod ops;
 pub mod reload;
 pub mod request;

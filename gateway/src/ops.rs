@@ -1,5 +1,5 @@
 //! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`, `/healthz`,
-//! `/readyz`) and graceful shutdown.
+//! `/readyz`, `/status`) and graceful shutdown.
 //!
 //! [`app`] builds the whole router from an [`AppState`], so HTTP-edge
 //! behaviour is testable with `tower::ServiceExt::oneshot` and no socket.
@@ -124,6 +124,7 @@ pub fn app(state: AppState) -> Router {
         .route("/mcp/{prefix}", any(scoped))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/status", get(status))
         .with_state(state)
 }
 
@@ -173,6 +174,17 @@ async fn readyz(State(state): State<AppState>) -> Response {
         )
             .into_response()
     }
+}
+
+/// What is served: the catalog hash (in Kubernetes mode the published
+/// index's), tools, upstreams and when it loaded. Names no secrets.
+async fn status(State(state): State<AppState>) -> Response {
+    let snap = state.shared.store.load();
+    let mut body = serde_json::to_value(&*snap.provenance).unwrap_or_default();
+    if let Some(o) = body.as_object_mut() {
+        o.insert("ready".into(), snap.loaded.into());
+    }
+    Json(body).into_response()
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves, then drains as

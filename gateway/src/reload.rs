@@ -32,7 +32,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::GatewayConfig;
-use crate::snapshot::{Overrides, RuntimeCache, Snapshot, SnapshotError};
+use crate::snapshot::{Overrides, Provenance, RuntimeCache, Snapshot, SnapshotError};
 
 /// What a reload changed, by tool name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,12 +87,19 @@ pub fn diff(old: &Snapshot, new: &Snapshot) -> ToolDiff {
 /// The served snapshot plus what is needed to build the next one.
 pub struct CatalogStore {
     current: ArcSwap<Snapshot>,
-    config: GatewayConfig,
     overrides: Overrides,
     /// Also serialises installs, so diffs are computed against the
     /// snapshot actually replaced.
-    cache: Mutex<RuntimeCache>,
+    build: Mutex<BuildState>,
     changes: broadcast::Sender<Arc<ToolDiff>>,
+}
+
+/// What the next snapshot is built with. The config lives here, not next
+/// to `current`, because in Kubernetes mode it changes with the catalog
+/// and both must be replaced by one install.
+struct BuildState {
+    config: GatewayConfig,
+    cache: RuntimeCache,
 }
 
 /// A catalog file that cannot be read or parsed.
@@ -115,9 +122,11 @@ impl CatalogStore {
         let (changes, _) = broadcast::channel(64);
         Arc::new(CatalogStore {
             current: ArcSwap::from_pointee(Snapshot::empty()),
-            config,
             overrides,
-            cache: Mutex::new(RuntimeCache::default()),
+            build: Mutex::new(BuildState {
+                config,
+                cache: RuntimeCache::default(),
+            }),
             changes,
         })
     }
@@ -130,31 +139,60 @@ impl CatalogStore {
     /// Builds a snapshot of `catalog` and swaps it in, returning what
     /// changed. On error the current snapshot stays.
     pub fn install(&self, catalog: &Catalog) -> Result<Arc<ToolDiff>, SnapshotError> {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let next = Snapshot::build(catalog, &self.config, &self.overrides, &mut cache)?;
-        Ok(self.swap_in(next, cache))
+        let mut guard = self.build.lock().unwrap_or_else(|p| p.into_inner());
+        let b = &mut *guard;
+        let next = Snapshot::build(catalog, &b.config, &self.overrides, &mut b.cache)?;
+        Ok(self.swap_in(next, guard))
     }
 
     /// Parses and installs `catalog`, freeing the parsed form before the
     /// snapshot goes live; see [`Snapshot::compacted`].
-    fn install_owned(&self, catalog: Catalog) -> Result<Arc<ToolDiff>, SnapshotError> {
-        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        let built = Snapshot::build(&catalog, &self.config, &self.overrides, &mut cache)?;
+    fn install_owned(
+        &self,
+        catalog: Catalog,
+        source: &str,
+    ) -> Result<Arc<ToolDiff>, SnapshotError> {
+        let provenance = Provenance::of(&catalog, source);
+        let mut guard = self.build.lock().unwrap_or_else(|p| p.into_inner());
+        let b = &mut *guard;
+        let built = Snapshot::build(&catalog, &b.config, &self.overrides, &mut b.cache)?;
         drop(catalog);
-        let next = built.compacted();
+        let mut next = built.compacted();
         drop(built);
-        Ok(self.swap_in(next, cache))
+        next.provenance = Arc::new(provenance);
+        Ok(self.swap_in(next, guard))
+    }
+
+    /// Installs a catalog together with the config to serve it with (both
+    /// or neither), recording `provenance` for `/status`. This is how
+    /// Kubernetes mode installs: there the config comes with the catalog.
+    /// On error the current snapshot and config stay.
+    pub fn install_with_config(
+        &self,
+        catalog: Catalog,
+        config: GatewayConfig,
+        provenance: Provenance,
+    ) -> Result<Arc<ToolDiff>, SnapshotError> {
+        let mut guard = self.build.lock().unwrap_or_else(|p| p.into_inner());
+        let b = &mut *guard;
+        let built = Snapshot::build(&catalog, &config, &self.overrides, &mut b.cache)?;
+        b.config = config;
+        drop(catalog);
+        let mut next = built.compacted();
+        drop(built);
+        next.provenance = Arc::new(provenance);
+        Ok(self.swap_in(next, guard))
     }
 
     fn swap_in(
         &self,
         next: Snapshot,
-        cache: std::sync::MutexGuard<'_, RuntimeCache>,
+        build: std::sync::MutexGuard<'_, BuildState>,
     ) -> Arc<ToolDiff> {
         let old = self.current.swap(Arc::new(next));
         let d = Arc::new(diff(&old, &self.current.load()));
         drop(old);
-        drop(cache);
+        drop(build);
         release_freed_memory();
         if !d.is_empty() {
             tracing::info!(
@@ -189,7 +227,7 @@ impl CatalogStore {
             return Ok(Arc::new(ToolDiff::default()));
         }
         let result = self
-            .install_owned(catalog)
+            .install_owned(catalog, &path.display().to_string())
             .map_err(|source| LoadError::Snapshot {
                 path: path.display().to_string(),
                 source,

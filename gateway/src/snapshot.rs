@@ -207,9 +207,65 @@ pub struct Snapshot {
     pub hash: String,
     /// False only for the placeholder served before any catalog loaded.
     pub loaded: bool,
+    /// Where the catalog came from, for `/status`.
+    pub provenance: Arc<Provenance>,
     tools: Vec<Arc<ToolEntry>>,
     index: HashMap<String, usize>,
     prefixes: BTreeMap<String, Vec<usize>>,
+}
+
+/// What a snapshot serves and since when, as `/status` reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Provenance {
+    /// The catalog hash; in Kubernetes mode the published index's hash
+    /// (`catalog::publish::Index::hash`) of the versions actually served.
+    pub catalog_hash: String,
+    pub tools: usize,
+    pub upstreams: Vec<UpstreamProvenance>,
+    /// RFC 3339; empty before anything loaded.
+    pub loaded_at: String,
+}
+
+/// One served upstream in [`Provenance`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UpstreamProvenance {
+    pub prefix: String,
+    /// The catalog file, or the McpUpstream (`namespace/name`).
+    pub source: String,
+    /// The upstream catalog's hash, or in Kubernetes mode the published
+    /// content hash (`IndexEntry::hash`).
+    pub hash: String,
+    pub tools: usize,
+}
+
+impl Provenance {
+    /// The provenance of `catalog` loaded now from `source`.
+    pub fn of(catalog: &Catalog, source: &str) -> Provenance {
+        Provenance {
+            catalog_hash: catalog.hash.clone(),
+            tools: catalog.tool_count(),
+            upstreams: catalog
+                .upstreams
+                .iter()
+                .map(|u| UpstreamProvenance {
+                    prefix: u.prefix.clone(),
+                    source: source.to_string(),
+                    hash: u.hash.clone(),
+                    tools: u.tools.len(),
+                })
+                .collect(),
+            loaded_at: now_rfc3339(),
+        }
+    }
+}
+
+/// The current time in RFC 3339 (UTC, seconds).
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 /// A catalog that cannot be served, and where.
@@ -242,6 +298,7 @@ impl Snapshot {
         Snapshot {
             hash: String::new(),
             loaded: false,
+            provenance: Arc::new(Provenance::default()),
             tools: Vec::new(),
             index: HashMap::new(),
             prefixes: BTreeMap::new(),
@@ -317,6 +374,7 @@ impl Snapshot {
         Ok(Snapshot {
             hash: catalog.hash.clone(),
             loaded: true,
+            provenance: Arc::new(Provenance::of(catalog, "")),
             tools,
             index,
             prefixes,
@@ -365,6 +423,7 @@ impl Snapshot {
         Snapshot {
             hash: self.hash.clone(),
             loaded: self.loaded,
+            provenance: self.provenance.clone(),
             index: self.index.clone(),
             prefixes: self.prefixes.clone(),
             tools,

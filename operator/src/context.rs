@@ -128,15 +128,26 @@ pub struct Context {
     /// Asks the overlay controller to refresh an overlay's status.
     pub overlay_trigger: mpsc::UnboundedSender<ObjectRef<McpOverlay>>,
     pub overlay_trigger_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<McpOverlay>>>>,
+    /// Wakes upstreams whose served state changed.
+    pub upstream_trigger: mpsc::UnboundedSender<ObjectRef<McpUpstream>>,
+    pub upstream_trigger_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<McpUpstream>>>>,
+    /// What the gateway replicas serve.
+    pub gateways: crate::served::Gateways,
 }
 
 impl Context {
-    pub fn new(client: kube::Client, options: Options, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(
+        client: kube::Client,
+        options: Options,
+        metrics: Arc<Metrics>,
+        gateways: crate::served::Gateways,
+    ) -> Arc<Self> {
         let reporter = Reporter {
             controller: "toolgate-operator".into(),
             instance: Some(options.identity.clone()),
         };
         let (tx, rx) = mpsc::unbounded_channel();
+        let (utx, urx) = mpsc::unbounded_channel();
         Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
             publisher: Publisher::new(client.clone(), &options.publish_namespace),
@@ -152,6 +163,9 @@ impl Context {
             overlays: OnceLock::new(),
             overlay_trigger: tx,
             overlay_trigger_rx: Mutex::new(Some(rx)),
+            upstream_trigger: utx,
+            upstream_trigger_rx: Mutex::new(Some(urx)),
+            gateways,
             metrics,
             options,
             client,

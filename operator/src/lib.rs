@@ -23,6 +23,7 @@ pub mod http;
 pub mod leader;
 pub mod overlay;
 pub mod publish;
+pub mod served;
 pub mod sources;
 pub mod status;
 pub mod upstream;
@@ -106,6 +107,14 @@ async fn controllers(
     metrics: Arc<context::Metrics>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
-    let ctx = Context::new(client, options, metrics);
+    let gateways =
+        served::Gateways::start(client.clone(), &options.publish_namespace, stop.clone()).await;
+    let ctx = Context::new(client, options, metrics, gateways);
+    // Gateways are not ready before they read an index: give them an
+    // empty one as soon as there is a leader, not only once an upstream
+    // publishes (`helm install --wait` would hang otherwise).
+    if let Err(e) = ctx.publisher.ensure_index().await {
+        tracing::warn!(error = %e, "creating the empty index");
+    }
     upstream::run(ctx, stop).await
 }

@@ -22,6 +22,7 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
     let ns = o.namespace().unwrap_or_default();
     let name = o.name_any();
     let okey = format!("{ns}/{name}");
+    tracing::debug!(overlay = %okey, "reconciling overlay");
 
     let own = match crate::sources::overlay(&ctx, &ns, &o).await {
         Ok(src) => catalog::Overlay::parse(&okey, &src.bytes, src.strict)
@@ -36,12 +37,16 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
         Err(f) => Err((f.reason, f.message)),
     };
 
-    // Upstreams it targets now, by the upstream cache.
-    let targeted: Vec<String> = ctx
-        .upstreams
-        .get()
-        .map(|s| s.state())
-        .unwrap_or_default()
+    // Upstreams it targets now, by the upstream cache — once that cache
+    // has its first list: before, every overlay would look orphaned.
+    let Some(upstreams) = ctx.upstreams.get() else {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    };
+    if upstreams.wait_until_ready().await.is_err() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let targeted: Vec<String> = upstreams
+        .state()
         .into_iter()
         .filter(|u| u.namespace().as_deref() == Some(ns.as_str()))
         .filter(|u| crate::sources::targets(&o, u) || u.spec.overlays.contains(&name))
@@ -52,10 +57,10 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
         .cloned()
         .unwrap_or_default();
     if own.is_ok() && targeted.iter().any(|u| !outcomes.contains_key(u)) {
-        // An upstream has not reported yet (e.g. just after a restart): it
-        // wakes this overlay when it does. Writing now would flap the
-        // status through partial lists.
-        return Ok(Action::requeue(Duration::from_secs(600)));
+        // An upstream has not reported yet (just created, or just after a
+        // restart). Writing now would flap the status through partial
+        // lists; its report also wakes this overlay, this is the fallback.
+        return Ok(Action::requeue(Duration::from_secs(2)));
     }
 
     let mut applied_to = Vec::new();

@@ -147,6 +147,18 @@ impl Publisher {
         }
     }
 
+    /// Creates an empty index if there is none.
+    pub async fn ensure_index(&self) -> Result<(), kube::Error> {
+        let _guard = self.lock.lock().await;
+        if self.configmaps.get_opt(names::INDEX_NAME).await?.is_some() {
+            return Ok(());
+        }
+        match self.write_index(&Index::default(), None).await {
+            Err(e) if is_status(&e, 409) => Ok(()),
+            other => other,
+        }
+    }
+
     /// The entry currently published for an McpUpstream (`namespace/name`).
     pub async fn published(&self, source: &str) -> Result<Option<IndexEntry>, kube::Error> {
         let (index, _) = self.read_index().await?;

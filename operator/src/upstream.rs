@@ -36,6 +36,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{lock, Compiled, Context, Metrics, OverlayOutcome, Summary};
+use crate::served::ServedBy;
 use crate::sources;
 use crate::status::{self, Cond};
 
@@ -120,6 +121,9 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
     let overlay_controller = Controller::new(api::<McpOverlay>(&client, &ns), wc.clone());
     let _ = ctx.overlays.set(overlay_controller.store());
 
+    ctx.gateways
+        .spawn_trigger(store.clone(), ctx.upstream_trigger.clone(), stop.clone());
+    let served_trigger = receiver_stream(lock(&ctx.upstream_trigger_rx).take());
     let (c1, c2, c3, c4, c5) = (
         ctx.clone(),
         ctx.clone(),
@@ -153,6 +157,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
             wc.clone(),
             move |s| upstreams_using(&c5, &s, Uses::Service),
         )
+        .reconcile_on(served_trigger)
         .graceful_shutdown_on({
             let stop = stop.clone();
             async move { stop.cancelled().await }
@@ -164,12 +169,7 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
             }
         });
 
-    let trigger = lock(&ctx.overlay_trigger_rx).take();
-    let trigger = futures::stream::unfold(trigger, |rx| async move {
-        let mut rx = rx?;
-        let item = rx.recv().await?;
-        Some((item, Some(rx)))
-    });
+    let trigger = receiver_stream(lock(&ctx.overlay_trigger_rx).take());
     let overlay_ctl = overlay_controller
         .reconcile_on(trigger)
         .graceful_shutdown_on({
@@ -188,6 +188,16 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
         });
     tokio::join!(upstream_ctl, overlay_ctl);
     Ok(())
+}
+
+fn receiver_stream<T: Send + 'static>(
+    rx: Option<tokio::sync::mpsc::UnboundedReceiver<T>>,
+) -> impl futures::Stream<Item = T> + Send {
+    futures::stream::unfold(rx, |rx| async move {
+        let mut rx = rx?;
+        let item = rx.recv().await?;
+        Some((item, Some(rx)))
+    })
 }
 
 fn error_policy(u: Arc<McpUpstream>, e: &Error, ctx: Arc<Context>) -> Action {
@@ -348,6 +358,8 @@ struct Outcome {
     prefix: Result<(), Failure>,
     runtime: Option<Result<(), Failure>>,
     published: Published,
+    /// Gateway replicas serving the published (or stale) version.
+    served: Option<ServedBy>,
 }
 
 enum Published {
@@ -370,6 +382,7 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         prefix,
         runtime: None,
         published: Published::Not(Failure::new(reasons::RECONCILING, "not published yet")),
+        served: None,
     };
     let spec = match sources::spec(ctx, u).await {
         Ok(s) => Some(s),
@@ -517,6 +530,12 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         ),
     };
 
+    outcome.served = match &outcome.published {
+        Published::Current(e) | Published::Stale(e, _) => {
+            Some(ctx.gateways.served_by(&e.prefix, &e.hash))
+        }
+        Published::Not(_) => None,
+    };
     record_overlays(ctx, u, overlay_outcomes);
     write_status(ctx, u, &outcome).await?;
 
@@ -1122,11 +1141,34 @@ fn conditions(o: &Outcome) -> Vec<Cond> {
         ),
         Err(f) => Cond::fail(types::PREFIX_ACCEPTED, &f.reason, &f.message),
     });
+    let served_note = match o.served {
+        Some(ServedBy { live: 0, .. }) | None => {
+            "no gateway replica reports what it serves".to_string()
+        }
+        Some(ServedBy { serving, live }) => {
+            format!("served by {serving} of {live} gateway replicas")
+        }
+    };
+    let not_served =
+        matches!(o.served, Some(ServedBy { serving, live }) if live > 0 && serving < live);
     let published = match &o.published {
+        Published::Current(e) if not_served => Cond::fail(
+            types::PUBLISHED,
+            reasons::NOT_SERVED,
+            format!(
+                "catalog {} is published; {served_note} so far",
+                short(&e.catalog_hash)
+            ),
+        ),
         Published::Current(e) => Cond::ok(
             types::PUBLISHED,
             reasons::PUBLISHED,
-            format!("{} tools published (catalog {}, {} chunk(s))", e.tool_count, short(&e.catalog_hash), e.chunks.len()),
+            format!(
+                "{} tools published (catalog {}, {} chunk(s)); {served_note}",
+                e.tool_count,
+                short(&e.catalog_hash),
+                e.chunks.len()
+            ),
         ),
         Published::Stale(e, f) => Cond::ok(
             types::PUBLISHED,
@@ -1153,6 +1195,14 @@ fn conditions(o: &Outcome) -> Vec<Cond> {
     .next()
     .cloned();
     let ready = match (&first_failure, &o.published) {
+        (None, Published::Current(e)) if not_served => Cond::fail(
+            types::READY,
+            reasons::NOT_SERVED,
+            format!(
+                "{} tools published under prefix {:?}; {served_note} so far",
+                e.tool_count, e.prefix
+            ),
+        ),
         (None, Published::Current(e)) => Cond::ok(
             types::READY,
             reasons::PUBLISHED,
@@ -1200,7 +1250,7 @@ async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result<(),
     let mut new = McpUpstreamStatus {
         observed_generation: u.metadata.generation,
         conditions: status::merge(&old.conditions, &conditions(o), u.metadata.generation),
-        served_replicas: old.served_replicas,
+        served_replicas: o.served.map(|s| s.serving as i32),
         ..Default::default()
     };
     match (&o.compiled, &o.published) {
@@ -1234,6 +1284,7 @@ async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result<(),
             "rejectedOperations",
             "rejectedCount",
             "catalogHash",
+            "servedReplicas",
         ] {
             m.entry(k).or_insert(serde_json::Value::Null);
         }

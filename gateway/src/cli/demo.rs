@@ -57,6 +57,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let serve = ServeArgs {
         listen: args.listen,
         catalog: None,
+        kube: false,
+        kube_namespace: None,
+        replica_id: None,
+        credentials_dir: gateway::config::DEFAULT_CREDENTIALS_DIR.into(),
         spec: None,
         prefix: Some(demo::PREFIX.to_string()),
         base_url: Some(base_url.clone()),

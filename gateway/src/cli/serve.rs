@@ -1,5 +1,6 @@
-//! `toolgate serve`: load a catalog (a file, hot-reloaded; or a spec
-//! compiled in-process), serve it over MCP until SIGTERM.
+//! `toolgate serve`: load a catalog (a file, hot-reloaded; a spec compiled
+//! in-process; or, with `--kube`, what the operator publishes in the
+//! cluster), serve it over MCP until SIGTERM.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use gateway::config::GatewayConfig;
+use gateway::kubernetes::{watch_published, KubeOptions};
 use gateway::reload::{watch_file, CatalogStore, WatchOptions};
 use gateway::snapshot::Overrides;
 use gateway::{AppState, EdgeOptions};
@@ -20,8 +22,29 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
     /// Catalog file (from `toolgate compile` or the operator's ConfigMap);
     /// reloaded when it changes.
-    #[arg(long, required_unless_present = "spec", conflicts_with = "spec")]
+    #[arg(
+        long,
+        required_unless_present_any = ["spec", "kube"],
+        conflicts_with = "spec"
+    )]
     pub catalog: Option<PathBuf>,
+    /// Serve the catalog the operator publishes (ConfigMaps in
+    /// --kube-namespace), hot-swapped as it changes. Uses the in-cluster
+    /// service account, or KUBECONFIG / ~/.kube/config.
+    #[arg(long, conflicts_with_all = ["catalog", "spec", "config"])]
+    pub kube: bool,
+    /// Namespace the operator publishes into; default: the client's
+    /// namespace (the pod's own in-cluster).
+    #[arg(long, env = "POD_NAMESPACE", requires = "kube")]
+    pub kube_namespace: Option<String>,
+    /// This replica's name in its served report (a Lease the operator reads
+    /// to count the replicas serving each upstream); default: the host name.
+    #[arg(long, env = "POD_NAME", requires = "kube")]
+    pub replica_id: Option<String>,
+    /// Where `secretKey` credentials are read from, one file per key (the
+    /// operator's `toolgate-credentials` Secret mounted as a volume).
+    #[arg(long, default_value = gateway::config::DEFAULT_CREDENTIALS_DIR)]
+    pub credentials_dir: PathBuf,
     /// OpenAPI document to compile in-process instead of --catalog.
     #[arg(long, requires = "prefix")]
     pub spec: Option<PathBuf>,
@@ -81,10 +104,37 @@ pub async fn run_with(
     if let (Some(prefix), Some(url)) = (&args.prefix, &args.base_url) {
         overrides.base_urls = HashMap::from([(prefix.clone(), url.clone())]);
     }
+    gateway::config::set_credentials_dir(args.credentials_dir.clone());
     let store = CatalogStore::new(config, overrides);
     let cancel = CancellationToken::new();
+    let mut reporter = None;
 
-    if let Some(catalog) = &catalog {
+    if args.kube {
+        gateway::upstream::install_crypto_provider();
+        let client = kube::Client::try_default()
+            .await
+            .context("--kube: no Kubernetes client configuration (in-cluster service account, KUBECONFIG or ~/.kube/config)")?;
+        let namespace = args
+            .kube_namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        // Not ready until the first index is read; the watch retries on
+        // its own if the API server is not reachable yet.
+        tokio::spawn(watch_published(
+            client.clone(),
+            store.clone(),
+            KubeOptions::new(namespace.clone()),
+            cancel.child_token(),
+        ));
+        reporter = Some(tokio::spawn(gateway::kubernetes::report_served(
+            client,
+            store.clone(),
+            namespace,
+            replica_id(args.replica_id.clone()),
+            cancel.child_token(),
+        )));
+    } else if let Some(catalog) = &catalog {
         store
             .install(catalog)
             .context("serving the built-in catalog")?;
@@ -151,6 +201,7 @@ pub async fn run_with(
         bail!("--grace-period-seconds must be a non-negative number");
     }
     let grace = Duration::from_secs_f64(args.grace_period_seconds);
+    let stop = cancel.clone();
     gateway::ops::serve(
         listener,
         state,
@@ -159,8 +210,26 @@ pub async fn run_with(
         grace,
     )
     .await?;
+    stop.cancel();
+    if let Some(reporter) = reporter {
+        // Withdraw the served report so the operator stops counting us.
+        let _ = tokio::time::timeout(Duration::from_secs(2), reporter).await;
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+fn replica_id(given: Option<String>) -> String {
+    given
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        })
+        .unwrap_or_else(|| format!("gateway-{}", std::process::id()))
 }
 
 fn compile_spec(

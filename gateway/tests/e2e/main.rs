@@ -18,6 +18,8 @@ mod corpus;
 mod demo;
 /// `/mcp/{prefix}` scoping and the HTTP edge.
 mod edge;
+/// `serve --kube`: the published catalog in a (fake) cluster.
+mod kube;
 /// tools/list: schemas, constraints, pagination, protocol versions.
 mod list;
 /// Hot reload: list_changed, reload under load, the real binary.

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::support::*;
 use crate::upstream::TestUpstream;
 
-pub fn with_extra(n: usize, prefix: &str) -> catalog::Catalog {
+pub(crate) fn with_extra(n: usize, prefix: &str) -> catalog::Catalog {
     let mut other = other_tools();
     let mut pets = pets_tools();
     let target = if prefix == "other" {
@@ -144,7 +144,7 @@ async fn stateless_2026_client_calls_and_hears_list_changed_through_listen() {
 
 // ---- the real binary ----
 
-pub struct Served {
+pub(crate) struct Served {
     pub child: Child,
     pub url: String,
 }
@@ -157,11 +157,18 @@ impl Drop for Served {
 }
 
 /// Starts `toolgate serve` on 127.0.0.1:0 and reads its URL from the log.
-pub fn serve(args: &[&str]) -> Served {
+pub(crate) fn serve(args: &[&str]) -> Served {
+    serve_with_env(args, &[])
+}
+
+/// [`serve`] with extra environment variables.
+pub(crate) fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .arg("serve")
         .args(["--listen", "127.0.0.1:0", "--poll-interval-ms", "50"])
         .args(args)
+        .envs(env.iter().copied())
+        .env_remove("POD_NAMESPACE")
         .env("RUST_LOG", "info")
         .env_remove("TOOLGATE_LOG_FORMAT")
         .stdout(Stdio::null())
@@ -195,7 +202,7 @@ pub fn serve(args: &[&str]) -> Served {
     Served { child, url }
 }
 
-pub fn tempdir(name: &str) -> PathBuf {
+pub(crate) fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("toolgate-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();

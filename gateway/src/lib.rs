@@ -15,7 +15,8 @@
 //! 6. [`ops`]: the router, health endpoints and graceful shutdown.
 //!
 //! [`kubernetes`] is `serve --kube`: the catalog and upstream settings
-//! published by the operator, watched and hot-swapped.
+//! published by the operator, watched and hot-swapped. [`session`] makes
+//! session ids any replica accepts.
 //!
 //! [`config`] is the gateway config file: base URLs, credentials
 //! references, limits. [`demo`] is the example pet store upstream and its
@@ -32,6 +33,7 @@ pub mod reload;
 pub mod request;
 pub mod response;
 pub mod server;
+pub mod session;
 pub mod snapshot;
 pub mod transform;
 pub mod upstream;

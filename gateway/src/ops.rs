@@ -21,10 +21,10 @@ use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
-use tower_service::Service;
 
 use crate::reload::CatalogStore;
 use crate::server::{mcp_service, McpService, ScopedServices, Shared};
+use crate::session::SessionKey;
 
 /// Everything the router needs.
 #[derive(Clone)]
@@ -33,6 +33,7 @@ pub struct AppState {
     root: McpService,
     scoped: Arc<ScopedServices>,
     mcp_config: StreamableHttpServerConfig,
+    session_key: SessionKey,
 }
 
 /// Settings of the HTTP edge.
@@ -47,6 +48,8 @@ pub struct EdgeOptions {
     /// Cancelled at shutdown: ends every MCP session and stream.
     pub cancel: CancellationToken,
     pub sse_keep_alive: Option<Duration>,
+    /// Signs session ids; replicas sharing it accept each other's sessions.
+    pub session_key: SessionKey,
 }
 
 impl Default for EdgeOptions {
@@ -57,6 +60,7 @@ impl Default for EdgeOptions {
             page_size: crate::server::DEFAULT_PAGE_SIZE,
             cancel: CancellationToken::new(),
             sse_keep_alive: Some(Duration::from_secs(15)),
+            session_key: SessionKey::random(),
         }
     }
 }
@@ -87,10 +91,11 @@ impl AppState {
                 .enforce_origin_validation();
         }
         AppState {
-            root: mcp_service(shared.clone(), None, cfg.clone()),
+            root: mcp_service(shared.clone(), None, cfg.clone(), &opts.session_key),
             shared,
             scoped: Arc::new(ScopedServices::default()),
             mcp_config: cfg,
+            session_key: opts.session_key.clone(),
         }
     }
 }
@@ -115,12 +120,16 @@ fn origins_for_hosts(hosts: &[String]) -> Vec<String> {
 /// The whole HTTP surface.
 pub fn app(state: AppState) -> Router {
     Router::new()
-        .route_service("/mcp", state.root.clone())
+        .route("/mcp", any(root))
         .route("/mcp/{prefix}", any(scoped))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
         .with_state(state)
+}
+
+async fn root(State(state): State<AppState>, req: Request) -> Response {
+    crate::session::serve(state.root.clone(), req).await
 }
 
 async fn scoped(
@@ -135,17 +144,15 @@ async fn scoped(
         )
             .into_response();
     }
-    let mut svc = state.scoped.get_or_create(&prefix, || {
+    let svc = state.scoped.get_or_create(&prefix, || {
         mcp_service(
             state.shared.clone(),
             Some(&prefix),
             state.mcp_config.clone(),
+            &state.session_key,
         )
     });
-    match svc.call(req).await {
-        Ok(r) => r.into_response(),
-        Err(never) => match never {},
-    }
+    crate::session::serve(svc, req).await
 }
 
 async fn healthz() -> &'static str {

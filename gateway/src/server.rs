@@ -25,12 +25,12 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
 
 use crate::reload::{CatalogStore, ToolDiff};
+use crate::session::{ReplicaSessions, SessionKey, SignedIdStore};
 
 /// The protocol versions toolgate speaks.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -294,20 +294,25 @@ impl ServerHandler for McpHandler {
 }
 
 /// The rmcp service type for one endpoint.
-pub type McpService = StreamableHttpService<McpHandler, LocalSessionManager>;
+pub type McpService = StreamableHttpService<McpHandler, ReplicaSessions>;
 
 /// Builds the Streamable HTTP service of one endpoint. Each endpoint has
 /// its own session manager, so a session opened on `/mcp` cannot be used
-/// on `/mcp/{prefix}` (or the other way round) to widen its scope.
+/// on `/mcp/{prefix}` (or the other way round) to widen its scope. Session
+/// ids are signed with `key` and name the scope, so every replica sharing
+/// the key accepts them for the same endpoint ([`crate::session`]).
 pub fn mcp_service(
     shared: Arc<Shared>,
     scope: Option<&str>,
-    config: StreamableHttpServerConfig,
+    mut config: StreamableHttpServerConfig,
+    key: &SessionKey,
 ) -> McpService {
     let handler = McpHandler::new(shared, scope);
+    let scope: Option<Arc<str>> = scope.map(Arc::from);
+    config.session_store = Some(Arc::new(SignedIdStore::new(key.clone(), scope.clone())));
     StreamableHttpService::new(
         move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(ReplicaSessions::new(key.clone(), scope)),
         config,
     )
 }

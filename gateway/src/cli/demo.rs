@@ -71,6 +71,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         grace_period_seconds: 5.0,
         page_size: gateway::server::DEFAULT_PAGE_SIZE,
         poll_interval_ms: 250,
+        session_key_file: None,
     };
     run_with(serve, Some(catalog), |local| {
         let mcp = format!("http://{}/mcp", reachable(local));

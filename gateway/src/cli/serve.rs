@@ -73,6 +73,12 @@ pub struct ServeArgs {
     /// tools/list page size.
     #[arg(long, default_value_t = gateway::server::DEFAULT_PAGE_SIZE)]
     pub page_size: usize,
+    /// File holding the key (at least 32 bytes) that signs session ids.
+    /// Give every replica the same key (a Secret) so any replica accepts
+    /// any session; without it each process makes its own key and its
+    /// sessions end with it.
+    #[arg(long, env = "TOOLGATE_SESSION_KEY_FILE")]
+    pub session_key_file: Option<PathBuf>,
     /// Catalog file poll interval in milliseconds.
     #[arg(long, default_value_t = 250)]
     pub poll_interval_ms: u64,
@@ -163,7 +169,15 @@ pub async fn run_with(
     } else {
         args.allowed_hosts.clone()
     };
+    let session_key = match &args.session_key_file {
+        Some(p) => gateway::session::SessionKey::from_file(p).map_err(anyhow::Error::msg)?,
+        None => {
+            tracing::info!("no --session-key-file: sessions are valid on this process only");
+            gateway::session::SessionKey::random()
+        }
+    };
     let edge = EdgeOptions {
+        session_key,
         allowed_hosts,
         allowed_origins: args.allowed_origins.clone(),
         page_size: args.page_size,

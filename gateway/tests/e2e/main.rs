@@ -1,6 +1,8 @@
 //! End-to-end tests: a real rmcp client over Streamable HTTP, the gateway on
 //! 127.0.0.1:0, and a recording upstream. Modules follow the call pipeline.
 
+/// A round-robin reverse proxy in front of replicas.
+mod proxy;
 /// Catalog fixtures, the in-process gateway and the MCP client.
 mod support;
 /// The recording test upstream.
@@ -24,5 +26,7 @@ mod list;
 mod product;
 /// Hot reload: list_changed, reload under load, the real binary.
 mod reload;
+/// Two `toolgate serve` replicas behind a round-robin proxy.
+mod replicas;
 /// jq request, response and error transforms at runtime.
 mod transform;

@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::support::*;
 use crate::upstream::TestUpstream;
 
-fn with_extra(n: usize, prefix: &str) -> catalog::Catalog {
+pub(crate) fn with_extra(n: usize, prefix: &str) -> catalog::Catalog {
     let mut other = other_tools();
     let mut pets = pets_tools();
     let target = if prefix == "other" {
@@ -145,7 +145,7 @@ async fn stateless_2026_client_calls_and_hears_list_changed_through_listen() {
 // ---- the real binary ----
 
 pub(crate) struct Served {
-    child: Child,
+    pub child: Child,
     pub url: String,
 }
 
@@ -157,7 +157,7 @@ impl Drop for Served {
 }
 
 /// Starts `toolgate serve` on 127.0.0.1:0 and reads its URL from the log.
-fn serve(args: &[&str]) -> Served {
+pub(crate) fn serve(args: &[&str]) -> Served {
     serve_with_env(args, &[])
 }
 

@@ -1,0 +1,420 @@
+//! Two real `toolgate serve` processes on the same catalog file, with a
+//! shared session key, behind the round-robin [`Proxy`]: the stateless
+//! protocol and sessions keep working while replicas restart one at a
+//! time, and catalog changes reach clients on every replica.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::json;
+
+use crate::proxy::{Hit, Proxy};
+use crate::reload::{serve, tempdir, with_extra, Served};
+use crate::support::*;
+use crate::upstream::TestUpstream;
+
+const KEY: &str = "replicas-e2e-shared-session-key-0123456789";
+
+/// The default catalog plus `pets__slow` (300 ms upstream latency), so
+/// calls are in flight when a replica is stopped.
+fn catalog_with_slow() -> catalog::Catalog {
+    let mut cat = default_catalog();
+    cat.upstreams[1].tools.push(
+        serde_json::from_value(tool(
+            "pets__slow",
+            "GET",
+            "/slow",
+            json!({"type": "object"}),
+            json!([]),
+            json!({}),
+        ))
+        .unwrap(),
+    );
+    cat.upstreams[1].seal();
+    catalog_of(cat.upstreams)
+}
+
+struct Cluster {
+    _up: TestUpstream,
+    catalog: PathBuf,
+    config: PathBuf,
+    key: PathBuf,
+    proxy: Proxy,
+    replicas: HashMap<String, Served>,
+}
+
+impl Cluster {
+    async fn start(name: &str) -> Cluster {
+        let up = TestUpstream::start().await;
+        let dir = tempdir(name);
+        let catalog = dir.join("catalog.json");
+        std::fs::write(&catalog, serde_json::to_vec(&catalog_with_slow()).unwrap()).unwrap();
+        let config = dir.join("gateway.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "upstreams:\n  pets: {{baseUrl: '{0}'}}\n  other: {{baseUrl: '{0}'}}\n",
+                up.url
+            ),
+        )
+        .unwrap();
+        let key = dir.join("session.key");
+        std::fs::write(&key, format!("{KEY}\n")).unwrap();
+        let mut c = Cluster {
+            _up: up,
+            catalog,
+            config,
+            key,
+            proxy: Proxy::start().await,
+            replicas: HashMap::new(),
+        };
+        c.start_replica("a");
+        c.start_replica("b");
+        c
+    }
+
+    fn mcp(&self) -> String {
+        format!("{}/mcp", self.proxy.url)
+    }
+
+    fn start_replica(&mut self, name: &str) {
+        let served = serve(&[
+            "--catalog",
+            self.catalog.to_str().unwrap(),
+            "--config",
+            self.config.to_str().unwrap(),
+            "--session-key-file",
+            self.key.to_str().unwrap(),
+            "--grace-period-seconds",
+            "5",
+        ]);
+        self.proxy.add(name, &served.url);
+        self.replicas.insert(name.to_string(), served);
+    }
+
+    /// What Kubernetes does in a rolling restart: out of the Endpoints,
+    /// SIGTERM, wait for the exit, start a new pod, back in the Endpoints.
+    async fn restart(&mut self, name: &str) {
+        self.proxy.remove(name);
+        // Endpoint removal reaches the proxies slightly before the signal.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut old = self.replicas.remove(name).expect("replica exists");
+        let pid = old.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let exited = tokio::time::timeout(WAIT, async {
+            loop {
+                if let Ok(Some(s)) = old.child.try_wait() {
+                    return s;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("timed out waiting for the replica to exit");
+        assert!(exited.success(), "replica {name} exited with {exited:?}");
+        self.start_replica(name);
+    }
+
+    /// Replaces the catalog file atomically; each replica's watcher picks
+    /// it up.
+    fn publish(&self, cat: &catalog::Catalog) {
+        let tmp = self.catalog.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec(cat).unwrap()).unwrap();
+        std::fs::rename(&tmp, &self.catalog).unwrap();
+    }
+}
+
+async fn connect_stateless(url: &str) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    tokio::time::timeout(
+        WAIT,
+        Recorder::new(ProtocolVersion::V_2026_07_28).serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        ),
+    )
+    .await
+    .expect("timed out connecting a 2026-07-28 client")
+    .expect("2026-07-28 client connects")
+}
+
+/// Calls tools in a loop until stopped, counting successes and keeping
+/// the failures.
+#[derive(Clone, Default)]
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failures: Arc<Mutex<Vec<String>>>,
+}
+
+impl Load {
+    fn spawn(&self, client: Arc<Client>) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            while !me.stop.load(Ordering::SeqCst) {
+                n += 1;
+                let (tool, args) = if n.is_multiple_of(3) {
+                    ("pets__slow", json!({}))
+                } else {
+                    ("pets__get_pet", json!({"id": "7"}))
+                };
+                match try_call(&client, tool, args).await {
+                    Ok(r) if !is_error(&r) => {
+                        me.ok.fetch_add(1, Ordering::SeqCst);
+                    }
+                    Ok(r) => me.failures.lock().unwrap().push(text(&r)),
+                    Err(e) => me.failures.lock().unwrap().push(e.to_string()),
+                }
+            }
+        })
+    }
+
+    fn ok(&self) -> usize {
+        self.ok.load(Ordering::SeqCst)
+    }
+
+    async fn finish(&self, tasks: Vec<tokio::task::JoinHandle<()>>) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in tasks {
+            tokio::time::timeout(WAIT, t)
+                .await
+                .expect("timed out stopping the load")
+                .unwrap();
+        }
+        let failures = self.failures.lock().unwrap();
+        assert!(failures.is_empty(), "failed calls: {failures:?}");
+    }
+}
+
+fn is_call(h: &Hit) -> bool {
+    h.rpc.as_deref() == Some("tools/call")
+}
+
+/// Waits until the load made `n` more successful calls.
+async fn progress(load: &Load, n: usize) {
+    let target = load.ok() + n;
+    tokio::time::timeout(WAIT, async {
+        while load.ok() < target {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("timed out waiting for calls to succeed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stateless_2026_calls_survive_a_rolling_restart() {
+    let mut c = Cluster::start("replicas-stateless").await;
+    let load = Load::default();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        tasks.push(load.spawn(Arc::new(connect_stateless(&c.mcp()).await)));
+    }
+    progress(&load, 20).await;
+    for name in ["a", "b"] {
+        c.restart(name).await;
+        let mark = c.proxy.hits().len();
+        progress(&load, 20).await;
+        // The restarted replica took calls again.
+        let after = c.proxy.hits()[mark..]
+            .iter()
+            .filter(|h| h.backend == name && is_call(h))
+            .count();
+        assert!(after > 0, "no calls reached restarted replica {name}");
+    }
+    load.finish(tasks).await;
+    for name in ["a", "b"] {
+        let n = c.proxy.count(name, is_call);
+        assert!(n > 5, "only {n} calls reached replica {name}");
+    }
+    // Stateless: no sessions were ever involved.
+    assert!(c.proxy.hits().iter().all(|h| h.session.is_none()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_continue_on_any_replica_across_restarts() {
+    let mut c = Cluster::start("replicas-sessions").await;
+    let load = Load::default();
+    let s1 = Arc::new(connect(&c.mcp()).await);
+    let s2 = Arc::new(connect_as(&c.mcp(), ProtocolVersion::V_2025_06_18, None).await);
+    let mut tasks = vec![load.spawn(s1.clone()), load.spawn(s2.clone())];
+    // Other traffic on the same proxy.
+    tasks.push(load.spawn(Arc::new(connect_stateless(&c.mcp()).await)));
+    progress(&load, 30).await;
+
+    let sessions: HashSet<String> = c
+        .proxy
+        .hits()
+        .iter()
+        .filter(|h| is_call(h))
+        .filter_map(|h| h.session.clone())
+        .collect();
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    let initializes = |hits: &[Hit]| {
+        hits.iter()
+            .filter(|h| h.rpc.as_deref() == Some("initialize"))
+            .count()
+    };
+    let mark = c.proxy.hits().len();
+    for name in ["b", "a"] {
+        c.restart(name).await;
+        progress(&load, 20).await;
+    }
+    let after = c.proxy.hits()[mark..].to_vec();
+    load.finish(tasks).await;
+
+    for s in &sessions {
+        for name in ["a", "b"] {
+            // Each session's calls landed on both replicas, including the
+            // restarted ones that never saw its initialize.
+            let n = after
+                .iter()
+                .filter(|h| h.backend == name && is_call(h) && h.session.as_ref() == Some(s))
+                .count();
+            assert!(
+                n > 0,
+                "session {s} made no call on restarted replica {name}"
+            );
+        }
+    }
+    assert_eq!(initializes(&after), 0, "a client had to re-initialize");
+
+    // The sessions' notification streams moved to live replicas too.
+    c.publish(&with_extra(1, "pets"));
+    s1.service().wait_changes(1).await;
+    s2.service().wait_changes(1).await;
+    let tools = s1.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "pets__extra_1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn list_changed_reaches_clients_on_both_replicas() {
+    let c = Cluster::start("replicas-listchanged").await;
+    let on_both = |f: &dyn Fn(&Hit) -> bool| c.proxy.count("a", f) > 0 && c.proxy.count("b", f) > 0;
+
+    // Session clients until their standalone streams (GET) are on both.
+    let mut sessions = Vec::new();
+    while !on_both(&|h| h.http_method == "GET") {
+        assert!(
+            sessions.len() < 8,
+            "GET streams never spread over both replicas"
+        );
+        sessions.push(connect(&c.mcp()).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        shift(&c.proxy).await;
+    }
+    // 2026-07-28 listeners until subscriptions are open on both.
+    let mut listeners = Vec::new();
+    while !on_both(&|h| h.rpc.as_deref() == Some("subscriptions/listen")) {
+        assert!(
+            listeners.len() < 8,
+            "subscriptions never spread over both replicas"
+        );
+        let client = connect_stateless(&c.mcp()).await;
+        let sub = tokio::time::timeout(
+            WAIT,
+            client.listen(SubscriptionFilter::builder().tools_list_changed().build()),
+        )
+        .await
+        .expect("timed out opening subscriptions/listen")
+        .expect("listen accepted");
+        listeners.push((client, sub));
+        // Each connect makes two requests; shift the rotation so the next
+        // subscription does not land where this one did.
+        shift(&c.proxy).await;
+    }
+
+    c.publish(&with_extra(1, "pets"));
+    for s in &sessions {
+        s.service().wait_changes(1).await;
+    }
+    for (_, sub) in &mut listeners {
+        let n = tokio::time::timeout(WAIT, sub.next())
+            .await
+            .expect("timed out waiting for list_changed on a subscription")
+            .unwrap()
+            .expect("a notification");
+        assert!(
+            matches!(n, ServerNotification::ToolListChangedNotification(_)),
+            "{n:?}"
+        );
+    }
+    // Whichever replica answers, it serves the new catalog.
+    for _ in 0..4 {
+        let tools = listeners[0].0.list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "pets__extra_1"));
+    }
+}
+
+/// One request through the proxy, moving its rotation by one.
+async fn shift(proxy: &Proxy) {
+    gateway::upstream::install_crypto_provider();
+    let r = reqwest::get(format!("{}/healthz", proxy.url))
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+}
+
+/// A raw tools/list with `session`, straight to `base` (`/mcp`).
+async fn raw_list(base: &str, session: &str) -> u16 {
+    raw_list_at(&format!("{base}/mcp"), session).await
+}
+
+async fn raw_list_at(url: &str, session: &str) -> u16 {
+    reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn session_ids_are_refused_without_the_shared_key() {
+    gateway::upstream::install_crypto_provider();
+    let c = Cluster::start("replicas-key").await;
+    let s = connect(&c.mcp()).await;
+    let _ = s.list_all_tools().await.unwrap();
+    let id = c
+        .proxy
+        .hits()
+        .iter()
+        .find_map(|h| h.session.clone())
+        .expect("the client sent its session id");
+    assert_eq!(raw_list(&c.replicas["a"].url, &id).await, 200);
+    assert_eq!(raw_list(&c.replicas["b"].url, &id).await, 200);
+    // Tampered ids and a replica with another key: unknown session.
+    let forged = format!("{id}x");
+    assert_eq!(raw_list(&c.replicas["a"].url, &forged).await, 404);
+    // An `/mcp` session does not open `/mcp/pets`, even on a replica that
+    // has not seen it.
+    let scoped = format!("{}/mcp/pets", c.replicas["b"].url);
+    assert_eq!(raw_list_at(&scoped, &id).await, 404);
+    let stranger = serve(&[
+        "--catalog",
+        c.catalog.to_str().unwrap(),
+        "--config",
+        c.config.to_str().unwrap(),
+    ]);
+    assert_eq!(raw_list(&stranger.url, &id).await, 404);
+}

@@ -170,6 +170,12 @@ pub async fn run_with(
         args.allowed_hosts.clone()
     };
     let session_key = match &args.session_key_file {
+        // A Secret mounted as optional leaves no file until it exists:
+        // serve (sessions per process) rather than crash-loop.
+        Some(p) if !p.exists() => {
+            tracing::warn!(path = %p.display(), "session key file not found: sessions are valid on this process only");
+            gateway::session::SessionKey::random()
+        }
         Some(p) => gateway::session::SessionKey::from_file(p).map_err(anyhow::Error::msg)?,
         None => {
             tracing::info!("no --session-key-file: sessions are valid on this process only");

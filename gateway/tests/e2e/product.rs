@@ -92,6 +92,8 @@ impl Product {
 
         let dir = tempdir(&format!("product-{name}"));
         std::fs::create_dir_all(dir.join("credentials")).expect("dir");
+        // The session key every replica shares (the chart's Secret).
+        std::fs::write(dir.join("session-key"), "k".repeat(48)).expect("key");
         let mut p = Product {
             server,
             client,
@@ -123,6 +125,10 @@ impl Product {
                 SYSTEM,
                 "--credentials-dir",
                 creds.to_str().expect("utf-8 path"),
+                "--session-key-file",
+                self.dir.join("session-key").to_str().expect("utf-8 path"),
+                "--grace-period-seconds",
+                "5",
             ],
             &[
                 ("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path")),
@@ -398,4 +404,99 @@ async fn apply_to_listed_latency() {
         pct(0.99),
         pct(1.0)
     );
+}
+
+/// Two `--kube` replicas behind a round-robin proxy (as a Service or an
+/// ingress does): a rolling restart of one, mid-load, fails no call of
+/// stateless clients, and a session continues on the other replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kube_replicas_survive_a_rolling_restart_mid_load() {
+    use crate::proxy::Proxy;
+    use crate::replicas::{connect_stateless, is_call, progress, Load};
+    use std::sync::Arc;
+
+    let mut p = Product::start("rolling", 2).await;
+    let proxy = Proxy::start().await;
+    for (i, g) in p.gateways.iter().enumerate() {
+        proxy.add(&format!("gateway-{i}"), &g.url);
+    }
+    p.apply_examples().await;
+    p.wait_ready("default", "petstore", "True", "Published")
+        .await;
+    let mcp = format!("{}/mcp", proxy.url);
+
+    let load = Load::calling(vec![
+        ("pets__find_pets".to_string(), json!({"kind": "dog"})),
+        ("pets__fetch_pet".to_string(), json!({"petId": 1})),
+    ]);
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        tasks.push(load.spawn(Arc::new(connect_stateless(&mcp).await)));
+    }
+    let session = connect_recording(&mcp, Recorder::new(ProtocolVersion::V_2025_11_25)).await;
+    progress(&load, 20).await;
+
+    // Kubernetes' order: out of the Endpoints, SIGTERM, exit, new pod, back in.
+    proxy.remove("gateway-0");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut old = p.gateways.remove(0);
+    let pid = old.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    let exited = tokio::time::timeout(WAIT, async {
+        loop {
+            if let Ok(Some(s)) = old.child.try_wait() {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("replica exits");
+    assert!(exited.success(), "{exited:?}");
+    progress(&load, 20).await;
+    // The session keeps working while its replica is gone.
+    let r = call(&session, "pets__fetch_pet", json!({"petId": 1})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+
+    // Back in the Endpoints once its readiness probe passes.
+    let new = p.gateway(0);
+    let start = Instant::now();
+    while reqwest::get(format!("{}/readyz", new.url))
+        .await
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+    {
+        assert!(start.elapsed() < WAIT, "the new replica never became ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.add("gateway-0", &new.url);
+    p.gateways.insert(0, new);
+    let before = proxy.count("gateway-0", is_call);
+    progress(&load, 40).await;
+    load.finish(tasks).await;
+    assert!(
+        proxy.count("gateway-0", is_call) > before,
+        "the new replica took calls"
+    );
+    let r = call(&session, "pets__find_pets", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+
+    // The operator counts the new replica once it serves the catalog.
+    let start = Instant::now();
+    loop {
+        let u = p.upstreams("default").get("petstore").await.expect("get");
+        if u.status.as_ref().and_then(|s| s.served_replicas) == Some(2) {
+            break;
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "served replicas: {:?}",
+            u.status.and_then(|s| s.served_replicas)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::proxy::{Hit, Proxy};
 use crate::reload::{serve, tempdir, with_extra, Served};
@@ -135,7 +135,7 @@ impl Cluster {
     }
 }
 
-async fn connect_stateless(url: &str) -> Client {
+pub(crate) async fn connect_stateless(url: &str) -> Client {
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     tokio::time::timeout(
         WAIT,
@@ -154,20 +154,33 @@ async fn connect_stateless(url: &str) -> Client {
 /// Calls tools in a loop until stopped, counting successes and keeping
 /// the failures.
 #[derive(Clone, Default)]
-struct Load {
+pub(crate) struct Load {
+    /// Calls made in turn; empty: the test catalog's `pets__get_pet` and
+    /// (every third call) `pets__slow`.
+    calls: Arc<Vec<(String, Value)>>,
     stop: Arc<AtomicBool>,
     ok: Arc<AtomicUsize>,
     failures: Arc<Mutex<Vec<String>>>,
 }
 
 impl Load {
-    fn spawn(&self, client: Arc<Client>) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn calling(calls: Vec<(String, Value)>) -> Load {
+        Load {
+            calls: Arc::new(calls),
+            ..Load::default()
+        }
+    }
+
+    pub(crate) fn spawn(&self, client: Arc<Client>) -> tokio::task::JoinHandle<()> {
         let me = self.clone();
         tokio::spawn(async move {
             let mut n = 0usize;
             while !me.stop.load(Ordering::SeqCst) {
                 n += 1;
-                let (tool, args) = if n.is_multiple_of(3) {
+                let (tool, args) = if !me.calls.is_empty() {
+                    let (t, a) = &me.calls[n % me.calls.len()];
+                    (t.as_str(), a.clone())
+                } else if n.is_multiple_of(3) {
                     ("pets__slow", json!({}))
                 } else {
                     ("pets__get_pet", json!({"id": "7"}))
@@ -183,11 +196,11 @@ impl Load {
         })
     }
 
-    fn ok(&self) -> usize {
+    pub(crate) fn ok(&self) -> usize {
         self.ok.load(Ordering::SeqCst)
     }
 
-    async fn finish(&self, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    pub(crate) async fn finish(&self, tasks: Vec<tokio::task::JoinHandle<()>>) {
         self.stop.store(true, Ordering::SeqCst);
         for t in tasks {
             tokio::time::timeout(WAIT, t)
@@ -200,12 +213,12 @@ impl Load {
     }
 }
 
-fn is_call(h: &Hit) -> bool {
+pub(crate) fn is_call(h: &Hit) -> bool {
     h.rpc.as_deref() == Some("tools/call")
 }
 
 /// Waits until the load made `n` more successful calls.
-async fn progress(load: &Load, n: usize) {
+pub(crate) async fn progress(load: &Load, n: usize) {
     let target = load.ok() + n;
     tokio::time::timeout(WAIT, async {
         while load.ok() < target {

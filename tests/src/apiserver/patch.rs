@@ -2,7 +2,9 @@
 //! merge patch and server-side apply, plus `metadata.managedFields`.
 //!
 //! Faithful: RFC 7386 merge patch and RFC 6902 JSON patch (a failed `test`
-//! is a 422); server-side apply creates absent objects, merges the applied
+//! is a 422; as in the real server's evanphx/json-patch, `test` of a missing
+//! path against `null` passes — kube-runtime's finalizer helper relies on
+//! it); server-side apply creates absent objects, merges the applied
 //! configuration into the live object, records the manager with
 //! `operation: Apply` (and `subresource: status` for `/status`), removes
 //! fields the manager applied before but omits now unless another manager

@@ -536,7 +536,11 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         }
         Published::Not(_) => None,
     };
-    record_overlays(ctx, u, overlay_outcomes);
+    // Without a document no overlay was tried: keep what each overlay last
+    // reported for this upstream rather than dropping it.
+    if spec.is_some() {
+        record_overlays(ctx, u, overlay_outcomes);
+    }
     write_status(ctx, u, &outcome).await?;
 
     let refresh = u.spec.openapi.url.as_ref().map(|_| {

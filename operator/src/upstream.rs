@@ -110,15 +110,18 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
     }
     let upstreams: Api<McpUpstream> = api(&client, &ns);
     let wc = watcher::Config::default().any_semantic();
-    let controller = Controller::new(upstreams.clone(), wc.clone()).with_config(
-        ControllerConfig::default()
-            .concurrency(8)
-            .debounce(Duration::from_millis(20)),
-    );
+    let controller = Controller::new(upstreams.clone(), wc.clone())
+        .trigger_backoff(WatchBackoff::reset_after_quiet())
+        .with_config(
+            ControllerConfig::default()
+                .concurrency(8)
+                .debounce(Duration::from_millis(20)),
+        );
     let store = controller.store();
     let _ = ctx.upstreams.set(store.clone());
 
-    let overlay_controller = Controller::new(api::<McpOverlay>(&client, &ns), wc.clone());
+    let overlay_controller = Controller::new(api::<McpOverlay>(&client, &ns), wc.clone())
+        .trigger_backoff(WatchBackoff::reset_after_quiet());
     let _ = ctx.overlays.set(overlay_controller.store());
 
     ctx.gateways
@@ -188,6 +191,44 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
         });
     tokio::join!(upstream_ctl, overlay_ctl);
     Ok(())
+}
+
+/// Backoff for the controllers' watches. NB: the controller pauses *all*
+/// its watches while backing off after an error in *any* of them, and a
+/// `410 Gone` after the API server compacts history counts as an error, so
+/// with the default (800 ms doubling to 30 s) a compaction seen by six
+/// watches in turn stalls reconciles for many seconds. Start small, cap
+/// low, reset after a quiet minute.
+#[derive(Debug, Clone)]
+pub(crate) struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    const FIRST: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(5);
+
+    pub(crate) fn reset_after_quiet() -> kube::runtime::utils::ResetTimerBackoff<WatchBackoff> {
+        kube::runtime::utils::ResetTimerBackoff::new(
+            WatchBackoff { next: Self::FIRST },
+            Duration::from_secs(60),
+        )
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        Some(now)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
 }
 
 fn receiver_stream<T: Send + 'static>(

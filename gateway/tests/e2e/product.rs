@@ -18,7 +18,7 @@ use crate::reload::{serve_with_env, tempdir, Served};
 use crate::support::*;
 
 const SYSTEM: &str = "toolgate-system";
-const WAIT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(60);
 
 fn examples(file: &str) -> Vec<Value> {
     let path = format!("{}/../deploy/examples/{file}", env!("CARGO_MANIFEST_DIR"));

@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crds::McpUpstream;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use toolgate_tests::apiserver::ApiServer;
 
@@ -95,29 +95,10 @@ async fn main() {
 
     let server = ApiServer::start().await.expect("API server");
     let client = server.client().expect("client");
-    let crd_api: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(client.clone());
-    for crd in crds::crds() {
-        crd_api
-            .create(&PostParams::default(), &crd)
-            .await
-            .expect("CRD");
-    }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in [PUBLISH_NS, NS] {
-        let n = Namespace {
-            metadata: ObjectMeta {
-                name: Some(ns.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        namespaces
-            .create(&PostParams::default(), &n)
-            .await
-            .expect("namespace");
-    }
+    server
+        .prepare(&crds::crds(), &[PUBLISH_NS, NS])
+        .await
+        .expect("CRDs and namespaces");
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");

@@ -6,9 +6,8 @@
 use std::time::{Duration, Instant};
 
 use crds::{McpOverlay, McpUpstream};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::CustomResourceExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use rmcp::model::ProtocolVersion;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -47,24 +46,10 @@ impl Product {
             .await
             .expect("API server");
         let client = server.client().expect("client");
-        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-            Api::all(client.clone());
-        for crd in [McpUpstream::crd(), McpOverlay::crd()] {
-            crds.create(&PostParams::default(), &crd)
-                .await
-                .expect("CRD");
-        }
-        let ns = Namespace {
-            metadata: ObjectMeta {
-                name: Some(SYSTEM.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
+        server
+            .prepare(&crds::crds(), &[SYSTEM])
             .await
-            .expect("namespace");
+            .expect("CRDs and namespace");
 
         // The demo upstream.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -439,24 +424,7 @@ async fn kube_replicas_survive_a_rolling_restart_mid_load() {
     // Kubernetes' order: out of the Endpoints, SIGTERM, exit, new pod, back in.
     proxy.remove("gateway-0");
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let mut old = p.gateways.remove(0);
-    let pid = old.child.id().to_string();
-    assert!(std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill")
-        .success());
-    let exited = tokio::time::timeout(WAIT, async {
-        loop {
-            if let Ok(Some(s)) = old.child.try_wait() {
-                return s;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("replica exits");
-    assert!(exited.success(), "{exited:?}");
+    p.gateways.remove(0).terminate().await;
     progress(&load, 20).await;
     // The session keeps working while its replica is gone.
     let r = call(&session, "pets__fetch_pet", json!({"petId": 1})).await;

@@ -156,6 +156,29 @@ impl Drop for Served {
     }
 }
 
+impl Served {
+    /// SIGTERM, then waits for a clean exit (as the kubelet stops a pod).
+    pub(crate) async fn terminate(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill runs")
+            .success());
+        let exited = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                if let Ok(Some(s)) = self.child.try_wait() {
+                    return s;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("timed out waiting for toolgate to exit");
+        assert!(exited.success(), "toolgate exited with {exited:?}");
+    }
+}
+
 /// Starts `toolgate serve` on 127.0.0.1:0 and reads its URL from the log.
 pub(crate) fn serve(args: &[&str]) -> Served {
     serve_with_env(args, &[])

@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,24 +104,11 @@ impl Cluster {
         self.proxy.remove(name);
         // Endpoint removal reaches the proxies slightly before the signal.
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut old = self.replicas.remove(name).expect("replica exists");
-        let pid = old.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        let exited = tokio::time::timeout(WAIT, async {
-            loop {
-                if let Ok(Some(s)) = old.child.try_wait() {
-                    return s;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await
-        .expect("timed out waiting for the replica to exit");
-        assert!(exited.success(), "replica {name} exited with {exited:?}");
+        self.replicas
+            .remove(name)
+            .expect("replica exists")
+            .terminate()
+            .await;
         self.start_replica(name);
     }
 

@@ -243,6 +243,35 @@ impl ApiServerHandle {
         self.addr
     }
 
+    /// Creates CRDs and namespaces through the API, as a cluster admin does
+    /// before installing an operator.
+    pub async fn prepare(
+        &self,
+        crds: &[k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition],
+        namespaces: &[&str],
+    ) -> Result<(), kube::Error> {
+        use kube::api::{Api, PostParams};
+        let client = self
+            .client()
+            .map_err(|e| kube::Error::Service(Box::new(std::io::Error::other(e.to_string()))))?;
+        let crd_api = Api::all(client.clone());
+        for crd in crds {
+            crd_api.create(&PostParams::default(), crd).await?;
+        }
+        let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client);
+        for name in namespaces {
+            let ns = k8s_openapi::api::core::v1::Namespace {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            ns_api.create(&PostParams::default(), &ns).await?;
+        }
+        Ok(())
+    }
+
     /// A `kube::Client` talking to this server, default namespace `default`.
     pub fn client(&self) -> Result<kube::Client, StartError> {
         kube::Client::try_from(self.config()?).map_err(|e| self.client_error(e.to_string()))

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use catalog::publish::{Index, IndexEntry, PublishedUpstream};
 use crds::{McpOverlay, McpUpstream};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, PostParams};
-use kube::{Client, CustomResourceExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, PostParams};
+use kube::Client;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
@@ -86,27 +86,10 @@ impl World {
             .await
             .expect("API server starts");
         let client = server.client().expect("client");
-        let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
-            Api::all(client.clone());
-        for crd in [McpUpstream::crd(), McpOverlay::crd()] {
-            crds.create(&PostParams::default(), &crd)
-                .await
-                .expect("CRD");
-        }
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        for ns in [PUBLISH_NS, NS, "team-b"] {
-            let n = Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            namespaces
-                .create(&PostParams::default(), &n)
-                .await
-                .expect("namespace");
-        }
+        server
+            .prepare(&crds::crds(), &[PUBLISH_NS, NS, "team-b"])
+            .await
+            .expect("CRDs and namespaces");
         World { server, client }
     }
 

@@ -167,13 +167,7 @@ async fn main() {
         .collect();
     files.sort();
     let app = axum::Router::new().fallback(serve_dir(corpus_dir()));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = toolgate_tests::serve_loopback(app).await;
     let start = Instant::now();
     for i in 0..scale {
         let file = &files[i % files.len()];

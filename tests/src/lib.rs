@@ -4,3 +4,16 @@
 //! operator, `kube` client and `kubectl` run against over HTTP.
 
 pub mod apiserver;
+
+/// Serves `app` on a free loopback port in the background (a test upstream,
+/// a spec server); returns its address.
+pub async fn serve_loopback(app: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}

@@ -52,13 +52,7 @@ impl Product {
             .expect("CRDs and namespace");
 
         // The demo upstream.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, gateway::demo::petstore_app()).await;
-        });
+        let addr = toolgate_tests::serve_loopback(gateway::demo::petstore_app()).await;
 
         // The operator, as its own API user.
         let stop = CancellationToken::new();

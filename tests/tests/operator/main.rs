@@ -14,14 +14,6 @@ use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::*;
 
-fn inline(spec: &str, prefix: &str) -> serde_json::Value {
-    json!({
-        "toolPrefix": prefix,
-        "baseUrl": "http://pets.team-a.svc:8080",
-        "openapi": {"inline": spec},
-    })
-}
-
 fn tool_names(p: &catalog::publish::PublishedUpstream) -> Vec<String> {
     p.catalog.tools.iter().map(|t| t.name.clone()).collect()
 }
@@ -149,10 +141,7 @@ async fn a_change_to_one_upstream_recompiles_only_that_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlays_change_the_catalog_and_a_bad_one_keeps_the_last_good() {
-    let w = World::new().await;
-    let op = w.operator("operator", false);
-    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
-    wait_ready(&w, NS, "pets", "True", "Published").await;
+    let (w, op) = World::with_pets().await;
     let before = w.index().await.entry("pets").cloned().expect("published");
 
     // A good overlay hides createPet.
@@ -357,13 +346,7 @@ async fn spec_server() -> (String, std::sync::Arc<std::sync::atomic::AtomicU32>)
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
+    let addr = toolgate_tests::serve_loopback(app).await;
     (format!("http://{addr}"), hits)
 }
 
@@ -504,10 +487,7 @@ async fn a_restarted_operator_writes_nothing_when_nothing_changed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_recovers_from_cut_watch_streams() {
-    let w = World::new().await;
-    let op = w.operator("operator", false);
-    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
-    wait_ready(&w, NS, "pets", "True", "Published").await;
+    let (w, op) = World::with_pets().await;
     w.server.cut_watches();
     w.server.compact();
     w.apply_upstream(NS, "more", inline(PETSTORE, "more")).await;

@@ -93,6 +93,15 @@ impl World {
         World { server, client }
     }
 
+    /// A world with the operator running and upstream `pets` published.
+    pub async fn with_pets() -> (World, Operator) {
+        let w = World::new().await;
+        let op = w.operator("operator", false);
+        w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+        wait_ready(&w, NS, "pets", "True", "Published").await;
+        (w, op)
+    }
+
     /// Starts the operator as user `user` (so requests can be told apart).
     pub fn operator(&self, user: &str, leader_election: bool) -> Operator {
         self.operator_with(user, leader_election, "127.0.0.1:0".parse().expect("addr"))
@@ -285,4 +294,13 @@ pub async fn settle(w: &World, user: &str, quiet: Duration) {
             since = Instant::now();
         }
     }
+}
+
+/// An upstream spec with the document inline.
+pub fn inline(spec: &str, prefix: &str) -> serde_json::Value {
+    json!({
+        "toolPrefix": prefix,
+        "baseUrl": "http://pets.team-a.svc:8080",
+        "openapi": {"inline": spec},
+    })
 }

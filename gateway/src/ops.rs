@@ -199,6 +199,16 @@ pub async fn serve(
     let shared = state.shared.clone();
     let stop_accepting = CancellationToken::new();
     let stop = stop_accepting.clone();
+    // Nagle's algorithm holds a response's second small write (rmcp sends
+    // the SSE headers and the JSON-RPC message separately) until the
+    // client ACKs the first, and clients delay that ACK by 40 ms: every
+    // call on a kept-alive connection would stall. MCP messages are small
+    // and latency-bound, so send every write at once.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
         stop.cancelled().await;
     });

@@ -217,13 +217,14 @@ pub async fn start_gateway_with(
     let state = AppState::new(store.clone(), &edge);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let app = gateway::app(state);
     let c = cancel.clone();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { c.cancelled().await })
-            .await;
-    });
+    tokio::spawn(gateway::ops::serve(
+        listener,
+        state,
+        cancel.clone(),
+        async move { c.cancelled().await },
+        Duration::from_secs(5),
+    ));
     Gateway { url, store, cancel }
 }
 
@@ -294,6 +295,24 @@ pub async fn connect_as(url: &str, version: ProtocolVersion, auth: Option<&str>)
         .await
         .expect("timed out connecting the MCP client")
         .expect("MCP client connects")
+}
+
+/// A client whose HTTP connections are kept alive between requests, as
+/// httpx (Python SDK) and undici (TypeScript SDK) do. rmcp's own default
+/// opens a connection per request.
+pub async fn connect_pooled(url: &str) -> Client {
+    gateway::upstream::install_crypto_provider();
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()),
+    );
+    tokio::time::timeout(
+        WAIT,
+        Recorder::new(ProtocolVersion::V_2025_11_25).serve(transport),
+    )
+    .await
+    .expect("timed out connecting the MCP client")
+    .expect("MCP client connects")
 }
 
 pub fn args(v: Value) -> Map<String, Value> {

@@ -7,7 +7,8 @@
 //!    list_changed) over the current snapshot.
 //! 2. [`reload`]: the `ArcSwap<Snapshot>` and the catalog file watcher.
 //! 3. [`snapshot`]: a catalog prepared for serving (validators, jq, HTTP
-//!    clients), built whole or not at all.
+//!    clients), built whole or not at all; its schemas are kept deflated
+//!    and shared ([`schema_text`]).
 //! 4. [`call`]: the pipeline of one call, using
 //!    [`validate`] → [`request`] (or [`transform`]) → [`upstream`] (with
 //!    [`auth`]) → [`response`].
@@ -32,6 +33,7 @@ pub mod ops;
 pub mod reload;
 pub mod request;
 pub mod response;
+pub mod schema_text;
 pub mod server;
 pub mod session;
 pub mod snapshot;

@@ -246,13 +246,34 @@ impl CatalogStore {
 /// snapshot) back to the OS. NB: glibc keeps freed heap in its arenas, so
 /// without this the transient peak of parsing a large catalog would stay
 /// in the RSS for the life of the process.
-fn release_freed_memory() {
+pub(crate) fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks and shrinks the allocator's own free
     // lists; it has no preconditions.
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Schedules [`release_freed_memory`] shortly, once for any number of
+/// requests meanwhile. For work whose garbage outlives the handler: a
+/// `tools/list` page is serialised and sent after the handler returns, and
+/// a full page of a large catalog is tens of megabytes of transient JSON
+/// that glibc would otherwise keep.
+pub(crate) fn release_freed_memory_soon() {
+    static PENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if PENDING.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        PENDING.store(false, std::sync::atomic::Ordering::Release);
+        return;
+    };
+    rt.spawn(async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        PENDING.store(false, std::sync::atomic::Ordering::Release);
+        let _ = tokio::task::spawn_blocking(release_freed_memory).await;
+    });
 }
 
 fn first(names: &[String]) -> Vec<&str> {

@@ -218,6 +218,7 @@ impl ServerHandler for McpHandler {
         for t in iter.by_ref().take(size) {
             tools.push(t.mcp_for_listing());
         }
+        crate::reload::release_freed_memory_soon();
         let mut result = ListToolsResult::with_all_items(tools);
         if iter.next().is_some() {
             result.next_cursor = Some((start + size).to_string());

@@ -9,9 +9,9 @@
 //!
 //! **Memory.** A catalog of a few thousand tools carries tens of megabytes
 //! of JSON Schema; as `serde_json` trees, and again as compiled validators,
-//! that is several hundred megabytes. So a snapshot keeps each schema once,
-//! as compact JSON text, and materialises the heavy forms per tool on first
-//! use ([`OnceLock`]): the validators of a tool when it is first called, its
+//! that is several hundred megabytes. So a snapshot keeps each distinct
+//! schema once, as deflated compact JSON text ([`SchemaText`]), and
+//! materialises the heavy forms per tool on first use ([`OnceLock`]): the validators of a tool when it is first called, its
 //! MCP `Tool` when it is first called or fetched by name. `tools/list`
 //! builds its page from the text without caching it. Every schema is still
 //! compiled once during [`Snapshot::build`] (then dropped), so a snapshot
@@ -29,11 +29,11 @@ use catalog::transform::JqProgram;
 use catalog::{Catalog, OutputWrap};
 use jsonschema::Validator;
 use reqwest::Url;
-use rmcp::model::JsonObject;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::{AuthConfig, GatewayConfig, Resolve, SecretRef, UpstreamConfig};
+use crate::schema_text::{SchemaPool, SchemaText};
 use crate::upstream::UpstreamRuntime;
 use crate::validate;
 
@@ -44,8 +44,8 @@ pub struct ToolEntry {
     pub def: catalog::Tool,
     pub prefix: String,
     pub upstream: Arc<UpstreamRuntime>,
-    input_json: Box<str>,
-    output_json: Option<Box<str>>,
+    input_json: SchemaText,
+    output_json: Option<SchemaText>,
     /// Success response checks by status key (`200`, `2XX`, `default`).
     responses: Vec<(String, ResponseSource)>,
     input: OnceLock<Result<Validator, String>>,
@@ -60,8 +60,8 @@ pub struct ToolEntry {
 }
 
 enum ResponseSource {
-    /// Its own schema, as JSON text.
-    Schema(Box<str>),
+    /// Its own schema.
+    Schema(SchemaText),
     /// The schema behind `outputSchema`: validate the wrapped body with
     /// the output validator (keeps `$defs` references intact).
     Output,
@@ -74,13 +74,8 @@ pub enum ResponseCheck<'a> {
     Output(&'a Validator),
 }
 
-fn compile_text(text: &str) -> Result<Validator, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-    validate::compile(&v)
-}
-
-fn object_from_text(text: &str) -> JsonObject {
-    serde_json::from_str(text).unwrap_or_default()
+fn compile_text(text: &SchemaText) -> Result<Validator, String> {
+    validate::compile(&text.value()?)
 }
 
 impl ToolEntry {
@@ -97,7 +92,7 @@ impl ToolEntry {
     /// The outputSchema validator, if the tool has an output schema.
     pub fn output(&self) -> Option<&Validator> {
         self.output
-            .get_or_init(|| self.output_json.as_deref().map(compile_text))
+            .get_or_init(|| self.output_json.as_ref().map(compile_text))
             .as_ref()
             .and_then(|r| r.as_ref().ok())
     }
@@ -162,13 +157,13 @@ impl ToolEntry {
         let mut mcp = rmcp::model::Tool::new_with_raw(
             t.name.clone(),
             t.description.clone().map(Cow::Owned),
-            Arc::new(object_from_text(&self.input_json)),
+            Arc::new(self.input_json.object()),
         );
         if let Some(title) = &t.title {
             mcp = mcp.with_title(title.clone());
         }
         if let Some(os) = &self.output_json {
-            mcp = mcp.with_raw_output_schema(Arc::new(object_from_text(os)));
+            mcp = mcp.with_raw_output_schema(Arc::new(os.object()));
         }
         let a = &t.annotations;
         if a.title.is_some()
@@ -318,6 +313,7 @@ impl Snapshot {
         let mut index = HashMap::with_capacity(catalog.tool_count());
         let mut prefixes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let default_cfg = UpstreamConfig::default();
+        let mut pool = SchemaPool::default();
         for up in &catalog.upstreams {
             let err = |field: &str, message: String| SnapshotError {
                 upstream: up.prefix.clone(),
@@ -349,15 +345,14 @@ impl Snapshot {
             next_cache.insert(up.prefix.clone(), (key, runtime.clone()));
             let slot = prefixes.entry(up.prefix.clone()).or_default();
             for t in &up.tools {
-                let entry =
-                    build_tool(t, &up.prefix, runtime.clone()).map_err(|(field, message)| {
-                        SnapshotError {
-                            upstream: up.prefix.clone(),
-                            tool: Some(t.name.clone()),
-                            field,
-                            message,
-                        }
-                    })?;
+                let entry = build_tool(t, &up.prefix, runtime.clone(), &mut pool).map_err(
+                    |(field, message)| SnapshotError {
+                        upstream: up.prefix.clone(),
+                        tool: Some(t.name.clone()),
+                        field,
+                        message,
+                    },
+                )?;
                 if index.insert(t.name.clone(), tools.len()).is_some() {
                     return Err(SnapshotError {
                         upstream: up.prefix.clone(),
@@ -386,6 +381,7 @@ impl Snapshot {
     /// instead of leaving it scattered across the pages the parse used,
     /// which the allocator could then not give back to the OS.
     pub fn compacted(&self) -> Snapshot {
+        let mut seen = HashMap::new();
         let tools: Vec<Arc<ToolEntry>> = self
             .tools
             .iter()
@@ -394,15 +390,15 @@ impl Snapshot {
                     def: t.def.clone(),
                     prefix: t.prefix.clone(),
                     upstream: t.upstream.clone(),
-                    input_json: t.input_json.clone(),
-                    output_json: t.output_json.clone(),
+                    input_json: t.input_json.copied(&mut seen),
+                    output_json: t.output_json.as_ref().map(|s| s.copied(&mut seen)),
                     responses: t
                         .responses
                         .iter()
                         .map(|(k, s)| {
                             let s = match s {
                                 ResponseSource::Schema(text) => {
-                                    ResponseSource::Schema(text.clone())
+                                    ResponseSource::Schema(text.copied(&mut seen))
                                 }
                                 ResponseSource::Output => ResponseSource::Output,
                             };
@@ -465,6 +461,7 @@ fn build_tool(
     t: &catalog::Tool,
     prefix: &str,
     upstream: Arc<UpstreamRuntime>,
+    pool: &mut SchemaPool,
 ) -> Result<ToolEntry, (String, String)> {
     fn e(field: &str) -> impl Fn(String) -> (String, String) + '_ {
         move |m| (field.to_string(), m)
@@ -473,13 +470,13 @@ fn build_tool(
     // whole, and then dropped; see the module docs.
     let input_schema = Value::Object(t.input_schema.clone());
     validate::compile(&input_schema).map_err(e("inputSchema"))?;
-    let input_json = input_schema.to_string().into_boxed_str();
+    let input_json = pool.intern(input_schema.to_string());
     drop(input_schema);
     let output_json = match &t.output_schema {
         Some(s) => {
             let v = Value::Object(s.clone());
             validate::compile(&v).map_err(e("outputSchema"))?;
-            Some(v.to_string().into_boxed_str())
+            Some(pool.intern(v.to_string()))
         }
         None => None,
     };
@@ -488,7 +485,7 @@ fn build_tool(
         let source = match &r.schema {
             Some(s) => {
                 validate::compile(s).map_err(e(&format!("responses[{}].schema", r.status)))?;
-                ResponseSource::Schema(s.to_string().into_boxed_str())
+                ResponseSource::Schema(pool.intern(s.to_string()))
             }
             None if output_json.is_some() => ResponseSource::Output,
             None => continue,

@@ -72,7 +72,11 @@ impl AppState {
         let mut cfg = StreamableHttpServerConfig::default()
             .with_allowed_hosts(opts.allowed_hosts.clone())
             .with_cancellation_token(opts.cancel.clone())
-            .with_sse_keep_alive(opts.sse_keep_alive);
+            .with_sse_keep_alive(opts.sse_keep_alive)
+            // Stateless (2026-07-28) requests whose handler sends nothing
+            // but the result get it as plain JSON rather than a one-event
+            // SSE stream: less framing, and the client need not parse SSE.
+            .with_json_response(true);
         if opts.allowed_hosts.is_empty() {
             cfg = cfg.disable_allowed_hosts();
         }

@@ -48,6 +48,44 @@ async fn calls_on_a_kept_alive_connection_do_not_stall() {
     );
 }
 
+/// A stateless (2026-07-28) call is answered with plain JSON, not a
+/// one-event SSE stream.
+#[tokio::test]
+async fn stateless_calls_are_answered_with_json() {
+    let up = TestUpstream::start().await;
+    let gw = start_gateway(&default_catalog(), config_for(&up.url, "")).await;
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "pets__get_pet", "arguments": {"id": "7"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    });
+    let r = reqwest::Client::new()
+        .post(format!("{}/mcp", gw.url))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "pets__get_pet")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+    let text = r.text().await.unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(ct.starts_with("application/json"), "{ct}: {text}");
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["id"], 1, "{v}");
+    assert_eq!(v["result"]["structuredContent"]["name"], "rex", "{v}");
+    assert_eq!(up.last().path, "/pets/7");
+}
+
 #[tokio::test]
 async fn unknown_prefix_is_404() {
     let up = TestUpstream::start().await;

@@ -31,15 +31,15 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
 use rmcp::service::RunningService;
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::RoleClient;
 use serde_json::{json, Value};
 
 const TOOLGATE: &str = env!("CARGO_BIN_EXE_toolgate");
-const TOOL: &str = "pets__get_pet";
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -70,13 +70,24 @@ fn main() {
 
 // ---------------------------------------------------------------- load
 
+/// Upstream service times measured: an instant upstream (the worst case
+/// for the ratio: all of a call is transport) and one that takes 1 ms, like
+/// an API doing real work.
+const DELAYS_MS: [u64; 2] = [0, 1];
+
 async fn upstream() -> SocketAddr {
     use axum::extract::Path;
     use axum::routing::get;
     async fn pet(Path(id): Path<u64>) -> axum::Json<Value> {
         axum::Json(json!({"id": id, "name": "rex", "tag": "dog"}))
     }
-    let app = axum::Router::new().route("/pets/{id}", get(pet));
+    async fn slow_pet(Path(id): Path<u64>) -> axum::Json<Value> {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        axum::Json(json!({"id": id, "name": "rex", "tag": "dog"}))
+    }
+    let app = axum::Router::new()
+        .route("/pets/{id}", get(pet))
+        .route("/slow/pets/{id}", get(slow_pet));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind upstream");
@@ -86,19 +97,25 @@ async fn upstream() -> SocketAddr {
 }
 
 fn pets_spec(base: &str) -> Value {
-    json!({
-        "openapi": "3.0.3",
-        "info": {"title": "pets", "version": "1"},
-        "servers": [{"url": base}],
-        "paths": {"/pets/{id}": {"get": {
-            "operationId": "get_pet",
+    let op = |id: &str| {
+        json!({
+            "operationId": id,
             "summary": "One pet",
             "parameters": [{"name": "id", "in": "path", "required": true,
                             "schema": {"type": "integer", "minimum": 1}}],
             "responses": {"200": {"description": "the pet", "content": {"application/json": {
                 "schema": {"type": "object", "required": ["id", "name"], "properties": {
                     "id": {"type": "integer"}, "name": {"type": "string"}, "tag": {"type": "string"}}}}}}}
-        }}}
+        })
+    };
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "pets", "version": "1"},
+        "servers": [{"url": base}],
+        "paths": {
+            "/pets/{id}": {"get": op("get_pet")},
+            "/slow/pets/{id}": {"get": op("get_slow_pet")}
+        }
     })
 }
 
@@ -145,6 +162,10 @@ async fn start_gateway(catalog: &Path, config: Option<&Path>) -> Gateway {
     .arg(catalog)
     .stdout(Stdio::null())
     .stderr(Stdio::null());
+    // The gateway's tokio worker threads (default: one per core).
+    if let Ok(t) = std::env::var("BENCH_GATEWAY_THREADS") {
+        cmd.env("TOKIO_WORKER_THREADS", t);
+    }
     if let Some(c) = config {
         cmd.arg("--config").arg(c);
     }
@@ -168,20 +189,49 @@ async fn start_gateway(catalog: &Path, config: Option<&Path>) -> Gateway {
 
 type Client = RunningService<RoleClient, ClientConfig>;
 
-async fn connect(url: &str) -> Client {
-    let transport = StreamableHttpClientTransport::from_config(
+/// An MCP client on one kept-alive connection. rmcp's default HTTP client
+/// opens a connection per request (`pool_max_idle_per_host(0)`); the
+/// official SDKs' clients (httpx, undici) keep connections alive.
+async fn connect(url: &str, mode: Mode) -> Client {
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
         StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")),
     );
+    let lifecycle = match mode {
+        Mode::Stateless => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        _ => ClientLifecycleMode::Initialize,
+    };
     ClientConfig::default()
-        .serve(transport)
+        .serve_with_lifecycle(transport, lifecycle)
         .await
         .expect("MCP client connects")
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, PartialEq, Debug)]
 enum Mode {
+    /// reqwest straight to the upstream.
     Direct,
-    Gateway,
+    /// Through the gateway, 2025-11-25 with a session: each result is an
+    /// SSE stream of one event.
+    Session,
+    /// Through the gateway, 2026-07-28 stateless: each result is JSON.
+    Stateless,
+    /// The same stateless JSON-RPC POST sent with plain reqwest: the
+    /// gateway's own cost without the rmcp client's.
+    Raw,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Direct => "direct",
+            Mode::Session => "gateway, session",
+            Mode::Stateless => "gateway, stateless",
+            Mode::Raw => "gateway, raw POST",
+        }
+    }
 }
 
 struct Stats {
@@ -195,6 +245,7 @@ struct Stats {
 /// One worker's loop until `end`; returns latencies (µs) and error count.
 async fn worker(
     mode: Mode,
+    delay_ms: u64,
     base: Arc<str>,
     gw: Arc<str>,
     seed: u64,
@@ -204,8 +255,13 @@ async fn worker(
     let mut errors = 0;
     let http = reqwest::Client::new();
     let mcp = match mode {
-        Mode::Gateway => Some(connect(&gw).await),
-        Mode::Direct => None,
+        Mode::Direct | Mode::Raw => None,
+        _ => Some(connect(&gw, mode).await),
+    };
+    let (path, tool) = if delay_ms == 0 {
+        ("pets", "pets__get_pet")
+    } else {
+        ("slow/pets", "pets__get_slow_pet")
     };
     let mut i = seed * 1_000_000;
     while Instant::now() < end {
@@ -213,12 +269,13 @@ async fn worker(
         let id = i % 1000 + 1;
         let t = Instant::now();
         let ok = match &mcp {
-            None => match http.get(format!("{base}/pets/{id}")).send().await {
+            None if mode == Mode::Raw => raw_call(&http, &gw, tool, i, id).await,
+            None => match http.get(format!("{base}/{path}/{id}")).send().await {
                 Ok(r) if r.status().is_success() => r.json::<Value>().await.is_ok(),
                 _ => false,
             },
             Some(c) => {
-                let mut p = CallToolRequestParams::new(TOOL);
+                let mut p = CallToolRequestParams::new(tool);
                 p.arguments = json!({"id": id}).as_object().cloned();
                 matches!(c.call_tool(p).await, Ok(r) if r.is_error != Some(true))
             }
@@ -236,25 +293,69 @@ async fn worker(
     (lat, errors)
 }
 
-async fn measure(mode: Mode, clients: usize, base: &str, gw: &str, secs: f64) -> Stats {
+/// tools/call as one stateless (2026-07-28) JSON-RPC POST.
+async fn raw_call(http: &reqwest::Client, gw: &str, tool: &str, rpc_id: u64, id: u64) -> bool {
+    let body = json!({
+        "jsonrpc": "2.0", "id": rpc_id, "method": "tools/call",
+        "params": {
+            "name": tool, "arguments": {"id": id},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}
+            }
+        }
+    });
+    let sent = http
+        .post(format!("{gw}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool)
+        .json(&body)
+        .send()
+        .await;
+    match sent {
+        Ok(r) if r.status().is_success() => match r.json::<Value>().await {
+            Ok(v) => v["result"]["isError"] == json!(false),
+            Err(_) => false,
+        },
+        _ => false,
+    }
+}
+
+async fn measure(
+    mode: Mode,
+    delay_ms: u64,
+    clients: usize,
+    base: &str,
+    gw: &str,
+    secs: f64,
+) -> Stats {
     let base: Arc<str> = Arc::from(base);
     let gw: Arc<str> = Arc::from(gw);
+    let run = |end: Instant| -> Vec<_> {
+        (0..clients)
+            .map(|s| {
+                tokio::spawn(worker(
+                    mode,
+                    delay_ms,
+                    base.clone(),
+                    gw.clone(),
+                    s as u64,
+                    end,
+                ))
+            })
+            .collect()
+    };
     // Warm-up: connections, sessions, the tool's validators.
-    let warm = Instant::now() + Duration::from_millis(500);
-    let tasks: Vec<_> = (0..clients)
-        .map(|s| tokio::spawn(worker(mode, base.clone(), gw.clone(), s as u64, warm)))
-        .collect();
-    for t in tasks {
+    for t in run(Instant::now() + Duration::from_millis(500)) {
         let _ = t.await;
     }
     let start = Instant::now();
-    let end = start + Duration::from_secs_f64(secs);
-    let tasks: Vec<_> = (0..clients)
-        .map(|s| tokio::spawn(worker(mode, base.clone(), gw.clone(), s as u64, end)))
-        .collect();
     let mut all = Vec::new();
     let mut errors = 0;
-    for t in tasks {
+    for t in run(start + Duration::from_secs_f64(secs)) {
         let (l, e) = t.await.expect("worker");
         all.extend(l);
         errors += e;
@@ -295,60 +396,70 @@ async fn load(tmp: &Path) {
 
     // One call through each path first: a broken setup must not be
     // reported as a fast benchmark.
-    let c = connect(&gw.url).await;
-    let mut p = CallToolRequestParams::new(TOOL);
-    p.arguments = json!({"id": 7}).as_object().cloned();
-    let r = c.call_tool(p).await.expect("tools/call answers");
-    assert_ne!(r.is_error, Some(true), "tools/call failed: {r:?}");
-    let _ = c.cancel().await;
+    for mode in [Mode::Session, Mode::Stateless] {
+        let c = connect(&gw.url, mode).await;
+        for tool in ["pets__get_pet", "pets__get_slow_pet"] {
+            let mut p = CallToolRequestParams::new(tool);
+            p.arguments = json!({"id": 7}).as_object().cloned();
+            let r = c.call_tool(p).await.expect("tools/call answers");
+            assert_ne!(r.is_error, Some(true), "{mode:?} {tool} failed: {r:?}");
+        }
+        let _ = c.cancel().await;
+    }
 
     println!(
-        "\n## tools/call load ({secs} s per row, upstream GET /pets/{{id}}, {} cores)\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get())
+        "\n## tools/call load ({secs} s per row, upstream GET /pets/{{id}}, {} cores, gateway threads: {})\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        std::env::var("BENCH_GATEWAY_THREADS").unwrap_or_else(|_| "default".into())
     );
-    println!("| path    | clients | calls  | errors | calls/s  | p50 ms | p99 ms |");
-    println!("|---------|---------|--------|--------|----------|--------|--------|");
+    println!("| upstream | path               | clients | calls  | errors | calls/s  | p50 ms | p99 ms |");
+    println!("|----------|--------------------|---------|--------|--------|----------|--------|--------|");
     let mut results = Vec::new();
-    for clients in [1usize, 32] {
-        for mode in [Mode::Direct, Mode::Gateway] {
-            let s = measure(mode, clients, &base, &gw.url, secs).await;
-            println!(
-                "| {:<7} | {:>7} | {:>6} | {:>6} | {:>8.0} | {:>6.3} | {:>6.3} |",
-                if mode == Mode::Direct {
-                    "direct"
-                } else {
-                    "gateway"
-                },
-                clients,
-                s.calls,
-                s.errors,
-                s.rate,
-                ms(s.p50),
-                ms(s.p99)
-            );
-            results.push((clients, mode, s));
+    for delay in DELAYS_MS {
+        for clients in [1usize, 32] {
+            for mode in [Mode::Direct, Mode::Session, Mode::Stateless, Mode::Raw] {
+                let s = measure(mode, delay, clients, &base, &gw.url, secs).await;
+                println!(
+                    "| {:>5} ms | {:<18} | {:>7} | {:>6} | {:>6} | {:>8.0} | {:>6.3} | {:>6.3} |",
+                    delay,
+                    mode.label(),
+                    clients,
+                    s.calls,
+                    s.errors,
+                    s.rate,
+                    ms(s.p50),
+                    ms(s.p99)
+                );
+                results.push((delay, clients, mode, s));
+            }
         }
     }
-    let get = |c: usize, m: Mode| {
+    let get = |d: u64, c: usize, m: Mode| {
         results
             .iter()
-            .find(|(cc, mm, _)| *cc == c && *mm == m)
-            .map(|(_, _, s)| s)
+            .find(|(dd, cc, mm, _)| *dd == d && *cc == c && *mm == m)
+            .map(|(_, _, _, s)| s)
             .expect("measured")
     };
     println!();
-    for c in [1, 32] {
-        let (d, g) = (get(c, Mode::Direct), get(c, Mode::Gateway));
-        println!(
-            "gateway/direct rate at {c:>2} client(s): {:.2}x  (goal >= 0.5x)",
-            g.rate / d.rate
-        );
+    for delay in DELAYS_MS {
+        for mode in [Mode::Session, Mode::Stateless, Mode::Raw] {
+            for c in [1, 32] {
+                let (d, g) = (get(delay, c, Mode::Direct), get(delay, c, mode));
+                println!(
+                    "upstream {delay} ms, {}, {c:>2} client(s): gateway/direct rate {:.2}x (goal >= 0.5x)",
+                    mode.label(),
+                    g.rate / d.rate
+                );
+            }
+            let (d, g) = (get(delay, 1, Mode::Direct), get(delay, 1, mode));
+            println!(
+                "upstream {delay} ms, {}: p50 added latency at 1 client {:.3} ms (goal <= 0.2 ms)",
+                mode.label(),
+                ms(g.p50) - ms(d.p50)
+            );
+        }
     }
-    let (d, g) = (get(1, Mode::Direct), get(1, Mode::Gateway));
-    println!(
-        "p50 added latency at 1 client: {:.3} ms  (goal <= 0.2 ms)",
-        ms(g.p50) - ms(d.p50)
-    );
 }
 
 // -------------------------------------------------------------- memory
@@ -430,10 +541,13 @@ async fn memory(tmp: &Path) {
     let hwm_ready = status_kib(pid, "VmHWM:");
 
     // A full listing: every tool's MCP view is built (and not kept).
-    let c = connect(&gw.url).await;
+    let c = connect(&gw.url, Mode::Session).await;
     let listed = c.list_all_tools().await.map(|t| t.len()).unwrap_or(0);
     let _ = c.cancel().await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss_listing = status_kib(pid, "VmRSS:");
+    // The gateway hands a listing's garbage back to the OS half a second
+    // after the listing (it is freed only once the response is sent).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let rss_listed = status_kib(pid, "VmRSS:");
 
     println!(
@@ -447,7 +561,8 @@ async fn memory(tmp: &Path) {
         mib(hwm_ready)
     );
     println!(
-        "VmRSS after a full tools/list ({listed} tools): {:.1} MiB",
+        "VmRSS after a full tools/list ({listed} tools): {:.1} MiB at once, {:.1} MiB 1.5 s later",
+        mib(rss_listing),
         mib(rss_listed)
     );
     if !skipped.is_empty() {

@@ -337,20 +337,7 @@ async fn catalog_replaced_20_times_under_load_fails_no_call() {
 async fn sigterm_drains_in_flight_calls_then_exits() {
     let up = TestUpstream::start().await;
     let dir = tempdir("sigterm");
-    let mut cat = default_catalog();
-    cat.upstreams[1].tools.push(
-        serde_json::from_value(tool(
-            "pets__slow",
-            "GET",
-            "/slow",
-            json!({"type": "object"}),
-            json!([]),
-            json!({}),
-        ))
-        .unwrap(),
-    );
-    cat.upstreams[1].seal();
-    let cat = catalog_of(cat.upstreams);
+    let cat = catalog_with_slow();
     let path = dir.join("catalog.json");
     std::fs::write(&path, serde_json::to_vec(&cat).unwrap()).unwrap();
     let config = dir.join("gateway.yaml");

@@ -21,25 +21,6 @@ use crate::upstream::TestUpstream;
 
 const KEY: &str = "replicas-e2e-shared-session-key-0123456789";
 
-/// The default catalog plus `pets__slow` (300 ms upstream latency), so
-/// calls are in flight when a replica is stopped.
-fn catalog_with_slow() -> catalog::Catalog {
-    let mut cat = default_catalog();
-    cat.upstreams[1].tools.push(
-        serde_json::from_value(tool(
-            "pets__slow",
-            "GET",
-            "/slow",
-            json!({"type": "object"}),
-            json!([]),
-            json!({}),
-        ))
-        .unwrap(),
-    );
-    cat.upstreams[1].seal();
-    catalog_of(cat.upstreams)
-}
-
 struct Cluster {
     _up: TestUpstream,
     catalog: PathBuf,

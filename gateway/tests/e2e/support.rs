@@ -180,6 +180,25 @@ pub fn default_catalog() -> Catalog {
 }
 
 /// Config pointing both upstreams at `base` (`other` under `/other-base`).
+/// The default catalog plus `pets__slow` (300 ms upstream latency), so
+/// calls are in flight when a replica is stopped.
+pub fn catalog_with_slow() -> catalog::Catalog {
+    let mut cat = default_catalog();
+    cat.upstreams[1].tools.push(
+        serde_json::from_value(tool(
+            "pets__slow",
+            "GET",
+            "/slow",
+            json!({"type": "object"}),
+            json!([]),
+            json!({}),
+        ))
+        .unwrap(),
+    );
+    cat.upstreams[1].seal();
+    catalog_of(cat.upstreams)
+}
+
 pub fn config_for(base: &str, pets_extra: &str) -> GatewayConfig {
     gateway::config::parse(&format!(
         "upstreams:\n  pets:\n    baseUrl: {base}\n{pets_extra}\n  other:\n    baseUrl: {base}/other-base\n"

@@ -405,15 +405,19 @@ fn build_tool(
         ("inputSchema", Some(&input_value)),
         ("outputSchema", output_value.as_ref()),
     ] {
-        if let Some(s) = s {
-            if let Err(e) = jsonschema::draft202012::meta::validate(s) {
-                return Err(reject(
-                    site,
-                    method,
-                    RejectReason::SchemaInvalid,
-                    format!("generated {what} is not valid JSON Schema 2020-12: {e}"),
-                ));
-            }
+        // `is_valid` skips the error bookkeeping of `validate`, which is
+        // needed only for the rejection message.
+        if let Some(s) = s.filter(|s| !jsonschema::draft202012::meta::is_valid(s)) {
+            let e = match jsonschema::draft202012::meta::validate(s) {
+                Err(e) => e.to_string(),
+                Ok(()) => "rejected by the meta-schema".to_string(),
+            };
+            return Err(reject(
+                site,
+                method,
+                RejectReason::SchemaInvalid,
+                format!("generated {what} is not valid JSON Schema 2020-12: {e}"),
+            ));
         }
     }
     let (Value::Object(input_schema), output_schema) = (
@@ -498,30 +502,32 @@ fn success_responses(
             Dir::Response,
         );
         if output.is_none() {
-            if schema::is_object_schema(&schema)
-                && schema.get("type").and_then(Value::as_str) == Some("object")
-            {
-                output = schema.as_object().cloned();
-                wrap = Some(OutputWrap::Body);
-            } else if schema::is_object_schema(&schema) {
-                // An allOf-of-objects without `type`: MCP wants an explicit
-                // object root.
-                let mut m = schema.as_object().cloned().unwrap_or_default();
-                m.insert("type".into(), Value::String("object".into()));
-                output = Some(m);
-                wrap = Some(OutputWrap::Body);
-            } else {
-                let mut props = Map::new();
-                props.insert("result".into(), schema);
-                let mut m = Map::new();
-                m.insert("type".into(), Value::String("object".into()));
-                m.insert("properties".into(), Value::Object(props));
-                m.insert(
-                    "required".into(),
-                    Value::Array(vec![Value::String("result".into())]),
-                );
-                output = Some(m);
-                wrap = Some(OutputWrap::Result);
+            let is_object = schema::is_object_schema(&schema);
+            // Moved, not copied: an output schema can be tens of KiB.
+            match schema {
+                Value::Object(mut m) if is_object => {
+                    // An allOf-of-objects without `type`: MCP wants an
+                    // explicit object root (`is_object_schema` refuses any
+                    // other `type`).
+                    if !m.contains_key("type") {
+                        m.insert("type".into(), Value::String("object".into()));
+                    }
+                    output = Some(m);
+                    wrap = Some(OutputWrap::Body);
+                }
+                schema => {
+                    let mut props = Map::new();
+                    props.insert("result".into(), schema);
+                    let mut m = Map::new();
+                    m.insert("type".into(), Value::String("object".into()));
+                    m.insert("properties".into(), Value::Object(props));
+                    m.insert(
+                        "required".into(),
+                        Value::Array(vec![Value::String("result".into())]),
+                    );
+                    output = Some(m);
+                    wrap = Some(OutputWrap::Result);
+                }
             }
             responses.push(ResponseSchema {
                 status: code.clone(),

@@ -93,10 +93,10 @@ impl UpstreamCatalog {
     /// Recomputes [`UpstreamCatalog::hash`] from the content.
     pub fn seal(&mut self) {
         self.hash = String::new();
-        let mut w = HashWriter(Sha256::new());
+        let mut w = HashWriter::new();
         // Serialising our own plain data types into a hasher cannot fail.
         let _ = serde_json::to_writer(&mut w, self);
-        self.hash = hex(&w.0.finalize());
+        self.hash = hex(&w.finalize());
     }
 }
 
@@ -443,11 +443,42 @@ impl RejectReason {
 
 /// Streams serialised bytes into the hash instead of buffering the whole
 /// upstream (megabytes for large APIs).
-struct HashWriter(Sha256);
+///
+/// The serialiser writes a few bytes at a time (a quote, a key, a comma);
+/// hashing each of those on its own cost more than the hashing itself, so
+/// they are gathered into chunks first.
+struct HashWriter {
+    hasher: Sha256,
+    buf: Vec<u8>,
+}
+
+const HASH_CHUNK: usize = 64 * 1024;
+
+impl HashWriter {
+    fn new() -> Self {
+        HashWriter {
+            hasher: Sha256::new(),
+            buf: Vec::with_capacity(HASH_CHUNK),
+        }
+    }
+
+    fn finalize(mut self) -> Vec<u8> {
+        self.hasher.update(&self.buf);
+        self.hasher.finalize().to_vec()
+    }
+}
 
 impl std::io::Write for HashWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
+        if self.buf.len() + buf.len() > HASH_CHUNK {
+            self.hasher.update(&self.buf);
+            self.buf.clear();
+        }
+        if buf.len() >= HASH_CHUNK {
+            self.hasher.update(buf);
+        } else {
+            self.buf.extend_from_slice(buf);
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {

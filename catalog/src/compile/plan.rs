@@ -15,7 +15,7 @@
 
 use serde_json::{Map, Value};
 
-use super::schema::{flatten_object, is_object_schema, Dir, SchemaConverter};
+use super::schema::{flat_property_names, is_object_schema, take_flat, Dir, SchemaConverter};
 use crate::model::{
     BodyEncoding, BodyPlan, BodySource, FieldBinding, ParamBinding, ParamLocation, ParamStyle,
     RequestPlan,
@@ -426,44 +426,44 @@ fn request_body(
     let mut binary_fields = Vec::new();
     let mut base64 = false;
     match encoding {
-        BodyEncoding::Multipart => {
-            if let Some((mut props, req)) = flatten_object(&schema) {
-                for (name, s) in props.iter_mut() {
-                    let file = is_binary_string(s) || s.get("items").is_some_and(is_binary_string);
-                    if file {
-                        if let Value::Object(m) = std::mem::take(s) {
-                            *s = if m.get("type").and_then(Value::as_str) == Some("array") {
-                                let mut m = m;
-                                let item = m
-                                    .remove("items")
-                                    .and_then(|i| match i {
-                                        Value::Object(o) => Some(base64_string(o, "file content")),
-                                        _ => None,
-                                    })
-                                    .unwrap_or(Value::Null);
-                                m.insert("items".into(), item);
-                                Value::Object(m)
-                            } else {
-                                base64_string(m, "file content")
-                            };
-                        }
-                        binary_fields.push(name.clone());
+        BodyEncoding::Multipart if flat_property_names(&schema).is_some() => {
+            let description = schema.get("description").cloned();
+            let (mut props, req) = take_flat(schema);
+            for (name, s) in props.iter_mut() {
+                let file = is_binary_string(s) || s.get("items").is_some_and(is_binary_string);
+                if file {
+                    if let Value::Object(m) = std::mem::take(s) {
+                        *s = if m.get("type").and_then(Value::as_str) == Some("array") {
+                            let mut m = m;
+                            let item = m
+                                .remove("items")
+                                .and_then(|i| match i {
+                                    Value::Object(o) => Some(base64_string(o, "file content")),
+                                    _ => None,
+                                })
+                                .unwrap_or(Value::Null);
+                            m.insert("items".into(), item);
+                            Value::Object(m)
+                        } else {
+                            base64_string(m, "file content")
+                        };
                     }
+                    binary_fields.push(name.clone());
                 }
-                let mut m = Map::new();
-                m.insert("type".into(), Value::String("object".into()));
-                if let Some(d) = schema.get("description") {
-                    m.insert("description".into(), d.clone());
-                }
-                m.insert("properties".into(), Value::Object(props));
-                if !req.is_empty() {
-                    m.insert(
-                        "required".into(),
-                        Value::Array(req.into_iter().map(Value::String).collect()),
-                    );
-                }
-                schema = Value::Object(m);
             }
+            let mut m = Map::new();
+            m.insert("type".into(), Value::String("object".into()));
+            if let Some(d) = description {
+                m.insert("description".into(), d);
+            }
+            m.insert("properties".into(), Value::Object(props));
+            if !req.is_empty() {
+                m.insert(
+                    "required".into(),
+                    Value::Array(req.into_iter().map(Value::String).collect()),
+                );
+            }
+            schema = Value::Object(m);
         }
         BodyEncoding::Raw => {
             let text = content_type.starts_with("text/")
@@ -489,17 +489,23 @@ fn request_body(
         encoding,
         BodyEncoding::Json | BodyEncoding::Form | BodyEncoding::Multipart
     ) && options.schema.body_mode != BodyMode::Nested;
+    // (has properties, collides with a parameter argument)
     let flat = if mergeable && is_object_schema(&schema) {
-        flatten_object(&schema)
+        flat_property_names(&schema).map(|names| {
+            (
+                !names.is_empty(),
+                names.iter().any(|k| properties.contains_key(*k)),
+            )
+        })
     } else {
         None
     };
     let source = match flat {
-        Some((props, req)) if !props.is_empty() => {
-            let collides = props.keys().any(|k| properties.contains_key(k));
+        Some((true, collides)) => {
             if collides && options.schema.body_mode == BodyMode::Auto {
                 nest(schema, body_required, properties, required)
             } else {
+                let (props, req) = take_flat(schema);
                 let mut fields = Vec::new();
                 for (name, s) in props {
                     let mut arg = name.clone();

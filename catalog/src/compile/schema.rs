@@ -334,7 +334,9 @@ impl<'d> SchemaConverter<'d> {
 
     fn walk_object(&mut self, obj: &Map<String, Value>, dir: Dir, depth: usize) -> Out {
         let v30 = self.doc.version != Version::OpenApi31;
-        let mut out = Map::new();
+        // Sized up front: growing an index map reallocates both its entries
+        // and its table, and this runs for every node of every schema.
+        let mut out = Map::with_capacity(obj.len());
         let mut cut = None;
         let mut dropped_props: Vec<String> = Vec::new();
         let base_len = self.ptr.len();
@@ -361,7 +363,7 @@ impl<'d> SchemaConverter<'d> {
                 }
                 "properties" | "patternProperties" | "dependentSchemas" => {
                     let Some(props) = v.as_object() else { continue };
-                    let mut m = Map::new();
+                    let mut m = Map::with_capacity(props.len());
                     for (name, s) in props {
                         if key == "properties" && self.hidden_in(s, dir) {
                             dropped_props.push(name.clone());
@@ -698,36 +700,75 @@ pub fn is_object_schema(s: &Value) -> bool {
     }
 }
 
-/// Flattens a converted object schema (with `allOf` of objects) into one
-/// `(properties, required)` set, or `None` if the shape does not allow it
-/// (conflicting property names, non-object parts, oneOf/anyOf at the top).
-pub fn flatten_object(s: &Value) -> Option<(Map<String, Value>, Vec<String>)> {
+/// Property names of a converted object schema (with `allOf` of objects)
+/// flattened into one set, in order, or `None` if the shape does not allow
+/// it (a property name declared twice, non-object parts, oneOf/anyOf at the
+/// top). Borrows: callers decide on the names before [`take_flat`] moves the
+/// schemas out, so bodies are never copied.
+pub fn flat_property_names(s: &Value) -> Option<Vec<&str>> {
+    let mut names = Vec::new();
+    let mut seen = HashSet::new();
+    collect_flat_names(s, &mut names, &mut seen)?;
+    Some(names)
+}
+
+fn collect_flat_names<'a>(
+    s: &'a Value,
+    names: &mut Vec<&'a str>,
+    seen: &mut HashSet<&'a str>,
+) -> Option<()> {
     let obj = s.as_object()?;
     if !is_object_schema(s) || obj.contains_key("oneOf") || obj.contains_key("anyOf") {
         return None;
     }
-    let mut props = Map::new();
-    let mut required = Vec::new();
     if let Some(p) = obj.get("properties").and_then(Value::as_object) {
-        for (k, v) in p {
-            props.insert(k.clone(), v.clone());
+        for k in p.keys() {
+            if !seen.insert(k.as_str()) {
+                return None;
+            }
+            names.push(k.as_str());
         }
-    }
-    if let Some(r) = obj.get("required").and_then(Value::as_array) {
-        required.extend(r.iter().filter_map(Value::as_str).map(String::from));
     }
     if let Some(parts) = obj.get("allOf").and_then(Value::as_array) {
         for part in parts {
-            let (p, r) = flatten_object(part)?;
-            for (k, v) in p {
-                if props.contains_key(&k) {
-                    return None;
-                }
-                props.insert(k, v);
-            }
-            required.extend(r);
+            collect_flat_names(part, names, seen)?;
         }
     }
+    Some(())
+}
+
+/// Moves a schema's flattened `(properties, required)` out of it. Only
+/// meaningful once [`flat_property_names`] has accepted the schema: a name
+/// declared twice would be overwritten here.
+pub fn take_flat(s: Value) -> (Map<String, Value>, Vec<String>) {
+    let mut props = Map::new();
+    let mut required = Vec::new();
+    let Value::Object(obj) = s else {
+        return (props, required);
+    };
+    let mut parts = None;
+    for (k, v) in obj {
+        match (k.as_str(), v) {
+            ("properties", Value::Object(p)) => props = p,
+            ("required", Value::Array(r)) => {
+                required = r
+                    .into_iter()
+                    .filter_map(|x| match x {
+                        Value::String(s) => Some(s),
+                        _ => None,
+                    })
+                    .collect();
+            }
+            ("allOf", Value::Array(a)) => parts = Some(a),
+            _ => {}
+        }
+    }
+    for part in parts.into_iter().flatten() {
+        let (p, r) = take_flat(part);
+        debug_assert!(p.keys().all(|k| !props.contains_key(k)));
+        props.extend(p);
+        required.extend(r);
+    }
     required.dedup();
-    Some((props, required))
+    (props, required)
 }

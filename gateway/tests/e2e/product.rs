@@ -391,7 +391,7 @@ async fn apply_to_listed_latency() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kube_replicas_survive_a_rolling_restart_mid_load() {
     use crate::proxy::Proxy;
-    use crate::replicas::{connect_stateless, is_call, progress, Load};
+    use crate::replicas::{is_call, progress, Load};
     use std::sync::Arc;
 
     let mut p = Product::start("rolling", 2).await;

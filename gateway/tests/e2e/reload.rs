@@ -5,9 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{ProtocolVersion, SubscriptionFilter};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::model::SubscriptionFilter;
 use serde_json::json;
 
 use crate::support::*;
@@ -104,19 +102,7 @@ async fn failed_reload_keeps_the_previous_catalog() {
 async fn stateless_2026_client_calls_and_hears_list_changed_through_listen() {
     let up = TestUpstream::start().await;
     let gw = start_gateway(&default_catalog(), config_for(&up.url, "")).await;
-    let transport = StreamableHttpClientTransport::from_uri(format!("{}/mcp/pets", gw.url));
-    let client = tokio::time::timeout(
-        WAIT,
-        Recorder::new(ProtocolVersion::V_2026_07_28).serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        ),
-    )
-    .await
-    .expect("timed out connecting a 2026-07-28 client")
-    .expect("2026-07-28 client connects");
+    let client = connect_stateless(&format!("{}/mcp/pets", gw.url)).await;
     let r = call(&client, "pets__get_pet", json!({"id": "7"})).await;
     assert!(!is_error(&r), "{}", text(&r));
     let mut sub = tokio::time::timeout(

@@ -10,8 +10,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{json, Value};
 
 use crate::proxy::{Hit, Proxy};
@@ -100,22 +98,6 @@ impl Cluster {
         std::fs::write(&tmp, serde_json::to_vec(cat).unwrap()).unwrap();
         std::fs::rename(&tmp, &self.catalog).unwrap();
     }
-}
-
-pub(crate) async fn connect_stateless(url: &str) -> Client {
-    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
-    tokio::time::timeout(
-        WAIT,
-        Recorder::new(ProtocolVersion::V_2026_07_28).serve_with_lifecycle(
-            transport,
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        ),
-    )
-    .await
-    .expect("timed out connecting a 2026-07-28 client")
-    .expect("2026-07-28 client connects")
 }
 
 /// Calls tools in a loop until stopped, counting successes and keeping

@@ -10,7 +10,7 @@ use gateway::config::GatewayConfig;
 use gateway::snapshot::Overrides;
 use gateway::{AppState, CatalogStore, EdgeOptions};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -332,6 +332,23 @@ pub async fn connect_pooled(url: &str) -> Client {
     .await
     .expect("timed out connecting the MCP client")
     .expect("MCP client connects")
+}
+
+/// A 2026-07-28 client: `server/discover`, no session.
+pub async fn connect_stateless(url: &str) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    tokio::time::timeout(
+        WAIT,
+        Recorder::new(ProtocolVersion::V_2026_07_28).serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        ),
+    )
+    .await
+    .expect("timed out connecting a 2026-07-28 client")
+    .expect("2026-07-28 client connects")
 }
 
 pub fn args(v: Value) -> Map<String, Value> {

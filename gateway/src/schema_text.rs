@@ -6,9 +6,11 @@
 //! Real APIs also repeat themselves: over the spec corpus about 40% of the
 //! schema text is byte-identical to another tool's (shared error bodies,
 //! pagination envelopes, the same resource returned by several
-//! operations). So a snapshot keeps each distinct schema once, deflated;
-//! JSON Schema text compresses about 8×. Inflating one schema takes
-//! microseconds, far less than parsing it, which every use does anyway.
+//! operations). So a snapshot keeps each distinct schema once, deflated:
+//! for the corpus, 20.2 MiB of schema text is 12.5 MiB distinct and 3.0 MiB
+//! deflated (fast level; small schemas compress less than large ones).
+//! Inflating one schema costs less than parsing it, which every use does
+//! anyway.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

@@ -85,6 +85,11 @@ impl SchemaText {
             .clone()
     }
 
+    /// Length of the JSON text.
+    pub fn text_len(&self) -> usize {
+        self.0.len
+    }
+
     /// Bytes held (deflated), for sizing reports.
     pub fn stored_len(&self) -> usize {
         self.0.deflated.len()

@@ -41,6 +41,8 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 
 /// Default tools/list page size.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
+/// Listings above this much schema text hand their garbage back to the OS.
+const LARGE_LISTING_BYTES: usize = 1 << 20;
 
 /// A connected session (initialize protocol versions) and its scope.
 type Session = (Peer<RoleServer>, Option<Arc<str>>);
@@ -215,10 +217,17 @@ impl ServerHandler for McpHandler {
         let size = self.shared.page_size;
         let mut tools: Vec<Tool> = Vec::with_capacity(size.min(snapshot.tool_count()));
         let mut iter = snapshot.tools(self.scope.as_deref()).skip(start);
+        let mut schema_bytes = 0;
         for t in iter.by_ref().take(size) {
+            schema_bytes += t.schema_len();
             tools.push(t.mcp_for_listing());
         }
-        crate::reload::release_freed_memory_soon();
+        // A page with megabytes of schemas leaves tens of megabytes of
+        // garbage (trees, then the serialised response); small pages are
+        // not worth a trim.
+        if schema_bytes > LARGE_LISTING_BYTES {
+            crate::reload::release_freed_memory_soon();
+        }
         let mut result = ListToolsResult::with_all_items(tools);
         if iter.next().is_some() {
             result.next_cursor = Some((start + size).to_string());

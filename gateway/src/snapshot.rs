@@ -143,6 +143,12 @@ impl ToolEntry {
         self.mcp.get_or_init(|| self.build_mcp())
     }
 
+    /// Length of the tool's schemas as JSON text: what its MCP view
+    /// costs to build and send.
+    pub fn schema_len(&self) -> usize {
+        self.input_json.text_len() + self.output_json.as_ref().map_or(0, SchemaText::text_len)
+    }
+
     /// The MCP view for a listing: the cached one if the tool was used,
     /// else a fresh one that is not kept (listings must not grow memory).
     pub fn mcp_for_listing(&self) -> rmcp::model::Tool {

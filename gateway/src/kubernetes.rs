@@ -551,20 +551,33 @@ pub const REPORT_TTL_SECONDS: i32 = 30;
 /// replicas serve each published upstream. Written when what is served
 /// changes (checked every 250 ms) and renewed every [`REPORT_RENEW`];
 /// deleted on shutdown so the operator stops counting this replica at once.
+/// With `pod_uid` (the replica is Pod `replica`), the Lease is owned by the
+/// Pod, so a replica that crashes leaves no report behind either: the
+/// garbage collector deletes it with the Pod.
 pub async fn report_served(
     client: kube::Client,
     store: Arc<CatalogStore>,
     namespace: String,
     replica: String,
+    pod_uid: Option<String>,
     shutdown: CancellationToken,
 ) {
     use catalog::publish::Served;
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
     use kube::api::{DeleteParams, PostParams};
 
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     let name = crds::publish::gateway_lease_name(&replica);
+    let owner = pod_uid.map(|uid| {
+        vec![OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: replica.clone(),
+            uid,
+            ..Default::default()
+        }]
+    });
     let mut last: Option<(Served, Instant)> = None;
     loop {
         let p = store.load().provenance.clone();
@@ -596,6 +609,7 @@ pub async fn report_served(
                         crds::publish::SERVED_ANNOTATION.to_string(),
                         serde_json::to_string(&served).unwrap_or_default(),
                     )])),
+                    owner_references: owner.clone(),
                     ..Default::default()
                 },
                 spec: Some(LeaseSpec {

@@ -60,6 +60,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         kube: false,
         kube_namespace: None,
         replica_id: None,
+        pod_uid: None,
         credentials_dir: gateway::config::DEFAULT_CREDENTIALS_DIR.into(),
         spec: None,
         prefix: Some(demo::PREFIX.to_string()),

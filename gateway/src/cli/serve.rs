@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// to count the replicas serving each upstream); default: the host name.
     #[arg(long, env = "POD_NAME", requires = "kube")]
     pub replica_id: Option<String>,
+    /// UID of this replica's Pod (downward API `metadata.uid`), with
+    /// --replica-id its name: the served report is then owned by the Pod,
+    /// and Kubernetes deletes it with the Pod, even after a crash.
+    #[arg(long, env = "POD_UID", requires = "kube")]
+    pub pod_uid: Option<String>,
     /// Where `secretKey` credentials are read from, one file per key (the
     /// operator's `toolgate-credentials` Secret mounted as a volume).
     #[arg(long, default_value = gateway::config::DEFAULT_CREDENTIALS_DIR)]
@@ -132,6 +137,7 @@ pub async fn run_with(
             store.clone(),
             namespace,
             replica_id(args.replica_id.clone()),
+            args.pod_uid.clone().filter(|u| !u.is_empty()),
             cancel.child_token(),
         )));
     } else if let Some(catalog) = &catalog {

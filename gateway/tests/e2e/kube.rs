@@ -24,6 +24,8 @@ use crate::reload::{serve_with_env, tempdir, Served};
 use crate::support::*;
 use crate::upstream::TestUpstream;
 
+/// The downward-API Pod UID the test gateway is given.
+const POD_UID: &str = "6d1c3f9e-52a4-4c9b-9f0e-2f3c1a7b8e10";
 const NS: &str = "toolgate-system";
 /// Small chunks, so every upstream spans several ConfigMaps.
 const CHUNK: usize = 700;
@@ -81,7 +83,11 @@ impl Cluster {
                 "--credentials-dir",
                 creds.to_str().unwrap(),
             ],
-            &[("KUBECONFIG", kubeconfig.to_str().unwrap())],
+            &[
+                ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+                ("POD_NAME", "gateway-0"),
+                ("POD_UID", POD_UID),
+            ],
         )
     }
 
@@ -388,6 +394,21 @@ async fn kube_mode_loads_hot_swaps_and_survives_watch_cuts() {
     )
     .expect("served report parses");
     assert!(!served.catalog_hash.is_empty());
+    // Owned by its Pod, so a crashed replica's report goes with the Pod.
+    let owners = report.items[0]
+        .metadata
+        .owner_references
+        .clone()
+        .unwrap_or_default();
+    assert_eq!(owners.len(), 1, "{owners:?}");
+    assert_eq!(
+        (
+            owners[0].kind.as_str(),
+            owners[0].name.as_str(),
+            owners[0].uid.as_str()
+        ),
+        ("Pod", "gateway-0", POD_UID)
+    );
 
     // All the gateway needs: read ConfigMaps and write its own Lease, in
     // its own namespace.

@@ -323,18 +323,7 @@ async fn catalog_replaced_20_times_under_load_fails_no_call() {
 async fn sigterm_drains_in_flight_calls_then_exits() {
     let up = TestUpstream::start().await;
     let dir = tempdir("sigterm");
-    let cat = catalog_with_slow();
-    let path = dir.join("catalog.json");
-    std::fs::write(&path, serde_json::to_vec(&cat).unwrap()).unwrap();
-    let config = dir.join("gateway.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "upstreams:\n  pets: {{baseUrl: '{0}'}}\n  other: {{baseUrl: '{0}'}}\n",
-            up.url
-        ),
-    )
-    .unwrap();
+    let (path, config) = write_slow_catalog_files(&dir, &up.url);
     let mut served = serve(&[
         "--catalog",
         path.to_str().unwrap(),

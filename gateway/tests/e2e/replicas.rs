@@ -32,17 +32,7 @@ impl Cluster {
     async fn start(name: &str) -> Cluster {
         let up = TestUpstream::start().await;
         let dir = tempdir(name);
-        let catalog = dir.join("catalog.json");
-        std::fs::write(&catalog, serde_json::to_vec(&catalog_with_slow()).unwrap()).unwrap();
-        let config = dir.join("gateway.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "upstreams:\n  pets: {{baseUrl: '{0}'}}\n  other: {{baseUrl: '{0}'}}\n",
-                up.url
-            ),
-        )
-        .unwrap();
+        let (catalog, config) = write_slow_catalog_files(&dir, &up.url);
         let key = dir.join("session.key");
         std::fs::write(&key, format!("{KEY}\n")).unwrap();
         let mut c = Cluster {

@@ -199,6 +199,24 @@ pub fn catalog_with_slow() -> catalog::Catalog {
     catalog_of(cat.upstreams)
 }
 
+/// Files for a `toolgate serve` process: [`catalog_with_slow`] as
+/// `dir/catalog.json` and a config pointing both upstreams at `base`, as
+/// `dir/gateway.yaml`. Returns (catalog, config).
+pub fn write_slow_catalog_files(
+    dir: &std::path::Path,
+    base: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let catalog = dir.join("catalog.json");
+    std::fs::write(&catalog, serde_json::to_vec(&catalog_with_slow()).unwrap()).unwrap();
+    let config = dir.join("gateway.yaml");
+    std::fs::write(
+        &config,
+        format!("upstreams:\n  pets: {{baseUrl: '{base}'}}\n  other: {{baseUrl: '{base}'}}\n"),
+    )
+    .unwrap();
+    (catalog, config)
+}
+
 pub fn config_for(base: &str, pets_extra: &str) -> GatewayConfig {
     gateway::config::parse(&format!(
         "upstreams:\n  pets:\n    baseUrl: {base}\n{pets_extra}\n  other:\n    baseUrl: {base}/other-base\n"

@@ -31,7 +31,7 @@
 //! })
 //! .unwrap();
 //! assert_eq!(upstream.tools[0].name, "pets__fetch_pet");
-//! assert_eq!(upstream.tools[0].input_schema["required"][0], "petId");
+//! assert_eq!(upstream.tools[0].input_schema.to_value()["required"][0], "petId");
 //! ```
 
 mod compile;

@@ -115,6 +115,81 @@ pub struct SourceInfo {
     pub operation_count: usize,
 }
 
+/// A JSON Schema in a catalog, held as its compact JSON text.
+///
+/// Why text: schemas are the bulk of a catalog and nobody edits them after
+/// the compiler. The compiler writes each inlined component once and copies
+/// its bytes into every tool that embeds it (see ADR 0006), and the gateway
+/// serves the text as it is; code that needs the structure calls
+/// [`Schema::to_value`].
+///
+/// NB: it serialises as embedded JSON text (`serde_json`'s raw values), so
+/// a catalog must be written with `serde_json`. It deserialises from any
+/// format (the gateway also reads YAML catalogs).
+#[derive(Clone)]
+pub struct Schema(Box<serde_json::value::RawValue>);
+
+impl Schema {
+    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> Schema {
+        Schema(raw)
+    }
+
+    /// The schema of a JSON value.
+    pub fn from_value(v: &Value) -> Schema {
+        // Serialising a `Value` into a string cannot fail.
+        Schema(serde_json::value::to_raw_value(v).expect("a JSON value always serialises"))
+    }
+
+    /// Compact JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The schema parsed into a JSON value.
+    pub fn to_value(&self) -> Value {
+        // The text was serialised from, or validated as, JSON.
+        serde_json::from_str(self.0.get()).unwrap_or(Value::Null)
+    }
+
+    /// Whether the schema is a JSON object (as MCP requires of `inputSchema`
+    /// and `outputSchema`), not a boolean schema.
+    pub fn is_object(&self) -> bool {
+        self.0.get().starts_with('{')
+    }
+}
+
+impl std::fmt::Debug for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.get())
+    }
+}
+
+impl PartialEq for Schema {
+    fn eq(&self, other: &Schema) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl From<Map<String, Value>> for Schema {
+    fn from(m: Map<String, Value>) -> Schema {
+        Schema::from_value(&Value::Object(m))
+    }
+}
+
+impl Serialize for Schema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schema {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Schema, D::Error> {
+        // Through `Value`: this accepts any self-describing format and
+        // makes the text canonical (compact, as the compiler writes it).
+        Ok(Schema::from_value(&Value::deserialize(d)?))
+    }
+}
+
 /// One MCP tool and how to call it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -126,11 +201,11 @@ pub struct Tool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// JSON Schema 2020-12, self-contained, `type: object`.
-    pub input_schema: Map<String, Value>,
+    pub input_schema: Schema,
     /// JSON Schema 2020-12, `type: object` (non-object results are wrapped
     /// as `{"result": ...}`, see [`OutputWrap`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Map<String, Value>>,
+    pub output_schema: Option<Schema>,
     pub annotations: ToolAnnotations,
 
     // ---- toolgate fields ----
@@ -376,7 +451,7 @@ pub struct ResponseSchema {
     /// JSON Schema 2020-12 of the body; `None` when it is the body schema
     /// behind `outputSchema` (not stored twice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schema: Option<Value>,
+    pub schema: Option<Schema>,
 }
 
 /// A non-fatal finding.

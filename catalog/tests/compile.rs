@@ -65,7 +65,7 @@ fn constraints_survive_into_the_input_schema() {
             {"name": "limit", "in": "query", "schema": {"type": "number", "minimum": 0, "exclusiveMinimum": true}},
             {"name": "note", "in": "query", "schema": {"type": "string", "nullable": true}}],
         "responses": {"200": {"description": "ok"}}}}})));
-    let s = Value::Object(tool(&u, "t__get_pet").input_schema.clone());
+    let s = tool(&u, "t__get_pet").input_schema.to_value();
     assert_eq!(
         s["properties"]["petId"],
         json!({"type": "integer", "minimum": 1, "maximum": 1000, "description": "The id"})
@@ -118,7 +118,7 @@ fn object_body_is_merged_read_only_fields_left_out_and_cycles_cut() {
         u.warnings
     );
     let t = tool(&u, "t__create_pet");
-    let s = Value::Object(t.input_schema.clone());
+    let s = t.input_schema.to_value();
     assert!(
         s["properties"].get("id").is_none(),
         "readOnly id must not be an argument"
@@ -135,7 +135,7 @@ fn object_body_is_merged_read_only_fields_left_out_and_cycles_cut() {
         matches!(&body.source, BodySource::Merged { fields } if fields.iter().any(|f| f.arg == "name" && f.name == "name"))
     );
     // Responses keep readOnly fields and get an object outputSchema.
-    let out = t.output_schema.as_ref().unwrap();
+    let out = t.output_schema.as_ref().unwrap().to_value();
     assert!(out["properties"].get("id").is_some());
     assert_eq!(t.output_wrap, Some(OutputWrap::Body));
 }
@@ -152,7 +152,10 @@ fn colliding_body_field_nests_in_auto_and_is_renamed_in_merge_mode() {
     assert!(
         matches!(&t.plan.body.as_ref().unwrap().source, BodySource::Nested { arg } if arg == "body")
     );
-    assert_eq!(t.input_schema["required"], json!(["name", "body"]));
+    assert_eq!(
+        t.input_schema.to_value()["required"],
+        json!(["name", "body"])
+    );
 
     let mut options = CompileOptions::default();
     options.schema.body_mode = catalog::BodyMode::Merge;
@@ -167,7 +170,9 @@ fn colliding_body_field_nests_in_auto_and_is_renamed_in_merge_mode() {
             .any(|f| f.arg == "body_name" && f.name == "name"),
         "{fields:?}"
     );
-    assert!(t.input_schema["properties"].get("body_name").is_some());
+    assert!(t.input_schema.to_value()["properties"]
+        .get("body_name")
+        .is_some());
 
     options.schema.body_mode = catalog::BodyMode::Nested;
     let u = compile_with(&spec, &[], &options).unwrap();
@@ -189,7 +194,10 @@ fn path_level_parameters_merge_and_operation_parameters_win() {
                            {"name": "tags", "in": "query", "style": "pipeDelimited", "schema": {"type": "array", "items": {"type": "string"}}}],
             "responses": {"200": {"description": "ok"}}}}})));
     let t = tool(&u, "t__get_item");
-    assert_eq!(t.input_schema["properties"]["id"]["type"], "integer");
+    assert_eq!(
+        t.input_schema.to_value()["properties"]["id"]["type"],
+        "integer"
+    );
     let names: Vec<(&str, &str, ParamLocation)> = t
         .plan
         .params
@@ -248,7 +256,7 @@ fn arrays_are_wrapped_as_result_in_the_output_schema() {
     ));
     let t = tool(&u, "t__list_pets");
     assert_eq!(t.output_wrap, Some(OutputWrap::Result));
-    let out = t.output_schema.as_ref().unwrap();
+    let out = t.output_schema.as_ref().unwrap().to_value();
     assert_eq!(out["type"], "object");
     assert_eq!(out["required"], json!(["result"]));
     assert_eq!(out["properties"]["result"]["type"], "array");
@@ -393,7 +401,8 @@ fn extra_parameters_and_the_raw_request_tool_are_added() {
     let u = compile_with(&three_ops(), &[], &o).unwrap();
     for t in u.tools.iter().filter(|t| !t.plan.raw) {
         assert_eq!(
-            t.input_schema["properties"]["sudo"]["type"], "string",
+            t.input_schema.to_value()["properties"]["sudo"]["type"],
+            "string",
             "{}",
             t.name
         );
@@ -405,7 +414,10 @@ fn extra_parameters_and_the_raw_request_tool_are_added() {
     }
     let raw = tool(&u, "t__api_request");
     assert!(raw.plan.raw);
-    assert_eq!(raw.input_schema["required"], json!(["method", "path"]));
+    assert_eq!(
+        raw.input_schema.to_value()["required"],
+        json!(["method", "path"])
+    );
 }
 
 fn clash() -> Value {
@@ -460,7 +472,7 @@ fn multipart_files_become_base64_and_form_bodies_are_supported() {
     assert_eq!(body.encoding, BodyEncoding::Multipart);
     assert_eq!(body.binary_fields, vec!["file".to_string()]);
     assert_eq!(
-        up.input_schema["properties"]["file"]["contentEncoding"],
+        up.input_schema.to_value()["properties"]["file"]["contentEncoding"],
         "base64"
     );
     assert_eq!(
@@ -470,7 +482,7 @@ fn multipart_files_become_base64_and_form_bodies_are_supported() {
     let raw = tool(&u, "t__raw");
     let body = raw.plan.body.as_ref().unwrap();
     assert!(body.base64 && body.encoding == BodyEncoding::Raw && body.content_type == "image/jpeg");
-    assert_eq!(raw.input_schema["required"], json!(["body"]));
+    assert_eq!(raw.input_schema.to_value()["required"], json!(["body"]));
 }
 
 #[test]
@@ -515,9 +527,9 @@ fn swagger_2_and_openapi_3_1_documents_compile() {
         Some("https://api.example.com/v1")
     );
     let t = tool(&u, "t__get_pet");
-    assert_eq!(t.input_schema["properties"]["id"]["minimum"], 1);
+    assert_eq!(t.input_schema.to_value()["properties"]["id"]["minimum"], 1);
     assert_eq!(
-        t.output_schema.as_ref().unwrap()["properties"]["id"]["type"],
+        t.output_schema.as_ref().unwrap().to_value()["properties"]["id"]["type"],
         "integer"
     );
 
@@ -527,7 +539,7 @@ fn swagger_2_and_openapi_3_1_documents_compile() {
             "responses": {"200": {"description": "ok"}}}}}});
     let u = compile(&v31);
     assert_eq!(
-        u.tools[0].input_schema["properties"]["q"]["type"],
+        u.tools[0].input_schema.to_value()["properties"]["q"]["type"],
         json!(["string", "null"])
     );
 }
@@ -562,7 +574,9 @@ fn declared_path_parameter_missing_from_the_template_is_left_out_with_a_warning(
         "parameters": [{"name": "path", "in": "path", "required": true, "schema": {"type": "string"}}],
         "responses": {"200": {"description": "ok"}}}}})));
     let t = tool(&u, "t__root");
-    assert!(t.input_schema["properties"].get("path").is_none());
+    assert!(t.input_schema.to_value()["properties"]
+        .get("path")
+        .is_none());
     assert!(t.plan.params.is_empty());
     let w = u
         .warnings
@@ -580,7 +594,7 @@ fn a_2xx_range_response_gives_the_output_schema() {
     ));
     let t = tool(&u, "t__r");
     assert_eq!(
-        t.output_schema.as_ref().unwrap()["properties"]["n"]["type"],
+        t.output_schema.as_ref().unwrap().to_value()["properties"]["n"]["type"],
         "integer"
     );
     assert_eq!(t.responses[0].status, "2XX");

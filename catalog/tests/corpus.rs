@@ -118,7 +118,7 @@ fn every_emitted_schema_compiles_and_accepts_its_synthetic_instances() {
     for (file, _) in index() {
         let u = compile(&file, &options);
         for t in &u.tools {
-            let input = Value::Object(t.input_schema.clone());
+            let input = t.input_schema.to_value();
             assert_eq!(input["type"], "object", "{file}: {}", t.name);
             let v =
                 compiles(&input).unwrap_or_else(|e| panic!("{file}: {} inputSchema: {e}", t.name));
@@ -136,7 +136,7 @@ fn every_emitted_schema_compiles_and_accepts_its_synthetic_instances() {
                 );
             }
             if let Some(out) = &t.output_schema {
-                let out = Value::Object(out.clone());
+                let out = out.to_value();
                 assert_eq!(out["type"], "object", "{file}: {} outputSchema", t.name);
                 compiles(&out).unwrap_or_else(|e| panic!("{file}: {} outputSchema: {e}", t.name));
                 assert!(
@@ -147,7 +147,7 @@ fn every_emitted_schema_compiles_and_accepts_its_synthetic_instances() {
             }
             for r in &t.responses {
                 if let Some(s) = &r.schema {
-                    compiles(s).unwrap_or_else(|e| {
+                    compiles(&s.to_value()).unwrap_or_else(|e| {
                         panic!("{file}: {} response {}: {e}", t.name, r.status)
                     });
                 }

@@ -474,15 +474,25 @@ fn build_tool(
     }
     // Each schema is compiled here once, to refuse a bad catalog as a
     // whole, and then dropped; see the module docs.
-    let input_schema = Value::Object(t.input_schema.clone());
-    validate::compile(&input_schema).map_err(e("inputSchema"))?;
-    let input_json = pool.intern(input_schema.to_string());
-    drop(input_schema);
+    // MCP wants object schemas; a boolean schema cannot be listed.
+    let object = |s: &catalog::Schema, field: &str| {
+        if s.is_object() {
+            Ok(())
+        } else {
+            Err((
+                field.to_string(),
+                format!("must be a JSON object, not {s:?}"),
+            ))
+        }
+    };
+    object(&t.input_schema, "inputSchema")?;
+    validate::compile(&t.input_schema.to_value()).map_err(e("inputSchema"))?;
+    let input_json = pool.intern(t.input_schema.as_str().to_string());
     let output_json = match &t.output_schema {
         Some(s) => {
-            let v = Value::Object(s.clone());
-            validate::compile(&v).map_err(e("outputSchema"))?;
-            Some(pool.intern(v.to_string()))
+            object(s, "outputSchema")?;
+            validate::compile(&s.to_value()).map_err(e("outputSchema"))?;
+            Some(pool.intern(s.as_str().to_string()))
         }
         None => None,
     };
@@ -490,8 +500,9 @@ fn build_tool(
     for r in &t.responses {
         let source = match &r.schema {
             Some(s) => {
-                validate::compile(s).map_err(e(&format!("responses[{}].schema", r.status)))?;
-                ResponseSource::Schema(pool.intern(s.to_string()))
+                validate::compile(&s.to_value())
+                    .map_err(e(&format!("responses[{}].schema", r.status)))?;
+                ResponseSource::Schema(pool.intern(s.as_str().to_string()))
             }
             None if output_json.is_some() => ResponseSource::Output,
             None => continue,
@@ -504,10 +515,23 @@ fn build_tool(
             .transpose()
     };
     let fingerprint = hex(&Sha256::digest(serde_json::to_vec(t).unwrap_or_default()));
-    let mut def = t.clone();
-    def.input_schema = serde_json::Map::new();
-    def.output_schema = None;
-    def.responses.clear();
+    // The schemas live in the compact fields above; not twice.
+    let def = catalog::Tool {
+        name: t.name.clone(),
+        title: t.title.clone(),
+        description: t.description.clone(),
+        input_schema: catalog::Schema::from_value(&Value::Object(Default::default())),
+        output_schema: None,
+        annotations: t.annotations.clone(),
+        operation: t.operation.clone(),
+        plan: t.plan.clone(),
+        transforms: t.transforms.clone(),
+        response_format: t.response_format,
+        output_wrap: t.output_wrap,
+        responses: Vec::new(),
+        auth_required: t.auth_required,
+        toolsets: t.toolsets.clone(),
+    };
     Ok(ToolEntry {
         def,
         prefix: prefix.to_string(),

@@ -11,6 +11,7 @@
 
 mod annotate;
 pub mod naming;
+mod node;
 mod plan;
 mod schema;
 
@@ -26,6 +27,7 @@ use crate::overlay::Overlay;
 use crate::spec::{self, Document, OperationSite};
 use crate::transform::JqProgram;
 use naming::{Candidate, NameSource};
+use node::{Node, Object};
 use schema::{Dir, SchemaConverter};
 
 /// Everything needed to compile one upstream.
@@ -359,7 +361,11 @@ fn build_tool(
 
     let args =
         plan::arguments(doc, site, method, conv, options).map_err(|plan::Invalid(m)| invalid(m))?;
-    let (output_schema, output_wrap, responses) = success_responses(doc, site, conv);
+    let Success {
+        output: output_schema,
+        wrap: output_wrap,
+        responses,
+    } = success_responses(doc, site, conv);
 
     let mut transforms = Transforms::default();
     for (key, slot) in [
@@ -383,32 +389,34 @@ fn build_tool(
             }
         }
     }
-    let input_value = Value::Object(args.input_schema);
+    let input = args.input_schema;
     if !transforms.is_empty() {
-        let body = body_schema(&output_schema, output_wrap);
-        check_transforms(site, method, &transforms, &input_value, body.as_ref())?;
+        let body = body_schema(output_schema.as_ref(), output_wrap);
+        check_transforms(site, method, &transforms, &input.to_value(), body.as_ref())?;
     }
 
     // The response transform reshapes the body, so the body's schema no
     // longer describes what the client gets: advertise no outputSchema.
-    let (output_value, output_wrap) = if transforms.response.is_some() {
+    let (output, output_wrap) = if transforms.response.is_some() {
         (None, None)
     } else {
-        (output_schema.map(Value::Object), output_wrap)
+        (output_schema, output_wrap)
     };
 
     // NB: the converter only emits keywords it has checked (patterns
     // compile, counts are non-negative integers, ...); this meta-schema
-    // check is the safety net that keeps a bad schema out of the gateway,
-    // at a fraction of the cost of building a validator.
-    for (what, s) in [
-        ("inputSchema", Some(&input_value)),
-        ("outputSchema", output_value.as_ref()),
-    ] {
-        // `is_valid` skips the error bookkeeping of `validate`, which is
-        // needed only for the rejection message.
-        if let Some(s) = s.filter(|s| !jsonschema::draft202012::meta::is_valid(s)) {
-            let e = match jsonschema::draft202012::meta::validate(s) {
+    // check is the safety net that keeps a bad schema out of the gateway.
+    // Response schemas are checked too: the gateway compiles them all, and
+    // one bad schema would make it refuse the whole catalog.
+    let mut checked = vec![("inputSchema".to_string(), Some(&input))];
+    checked.push(("outputSchema".to_string(), output.as_ref()));
+    for (status, _, s) in &responses {
+        checked.push((format!("responses[{status}].schema"), s.as_ref()));
+    }
+    for (what, s) in checked {
+        if let Some(s) = s.filter(|s| !s.meta_valid()) {
+            // Only now the whole value and the validator's message.
+            let e = match jsonschema::draft202012::meta::validate(&s.to_value()) {
                 Err(e) => e.to_string(),
                 Ok(()) => "rejected by the meta-schema".to_string(),
             };
@@ -420,15 +428,14 @@ fn build_tool(
             ));
         }
     }
-    let (Value::Object(input_schema), output_schema) = (
-        input_value,
-        output_value.and_then(|v| match v {
-            Value::Object(m) => Some(m),
-            _ => None,
-        }),
-    ) else {
-        unreachable!("input schema is built as an object")
-    };
+    let responses = responses
+        .into_iter()
+        .map(|(status, content_type, schema)| ResponseSchema {
+            status,
+            content_type,
+            schema: schema.as_ref().map(Node::to_schema),
+        })
+        .collect();
 
     let description = annotate::description(op, &options.naming);
     let annotations = annotate::annotations(method, op).map_err(invalid)?;
@@ -436,8 +443,8 @@ fn build_tool(
         name: draft.name.clone(),
         title: annotations.title.clone(),
         description,
-        input_schema,
-        output_schema,
+        input_schema: input.to_schema(),
+        output_schema: output.as_ref().map(Node::to_schema),
         annotations,
         operation: op_ref(site, method),
         plan: args.plan,
@@ -450,11 +457,15 @@ fn build_tool(
     })
 }
 
-type Success = (
-    Option<Map<String, Value>>,
-    Option<OutputWrap>,
-    Vec<ResponseSchema>,
-);
+/// A tool's success responses, converted.
+struct Success {
+    /// The output schema (from the first 2xx JSON response).
+    output: Option<Node>,
+    wrap: Option<OutputWrap>,
+    /// `(status, content type, schema)`; the first one's schema is the one
+    /// behind `output`, not stored twice.
+    responses: Vec<(String, String, Option<Node>)>,
+}
 
 /// The output schema from the first 2xx JSON response, and every 2xx JSON
 /// response schema for validation (the first one stored only once).
@@ -463,11 +474,13 @@ fn success_responses(
     site: &OperationSite<'_>,
     conv: &mut SchemaConverter<'_>,
 ) -> Success {
-    let mut responses = Vec::new();
-    let mut output = None;
-    let mut wrap = None;
+    let mut out = Success {
+        output: None,
+        wrap: None,
+        responses: Vec::new(),
+    };
     let Some(all) = site.operation.get("responses").and_then(Value::as_object) else {
-        return (None, None, responses);
+        return out;
     };
     // Exact 2xx codes first (sorted), then the `2XX` range the model
     // documents.
@@ -501,56 +514,47 @@ fn success_responses(
             &format!("{at}/content/{}/schema", spec::escape_pointer(media)),
             Dir::Response,
         );
-        if output.is_none() {
-            let is_object = schema::is_object_schema(&schema);
-            // Moved, not copied: an output schema can be tens of KiB.
-            match schema {
-                Value::Object(mut m) if is_object => {
-                    // An allOf-of-objects without `type`: MCP wants an
-                    // explicit object root (`is_object_schema` refuses any
-                    // other `type`).
-                    if !m.contains_key("type") {
-                        m.insert("type".into(), Value::String("object".into()));
+        if out.output.is_none() {
+            if schema::is_object_schema(&schema) {
+                let mut schema = schema;
+                // An allOf-of-objects without `type`: MCP wants an
+                // explicit object root (`is_object_schema` refuses any
+                // other `type`).
+                if schema.get("type").is_none() {
+                    if let Some(m) = schema.object_mut() {
+                        m.insert("type".into(), Node::string("object"));
                     }
-                    output = Some(m);
-                    wrap = Some(OutputWrap::Body);
                 }
-                schema => {
-                    let mut props = Map::new();
-                    props.insert("result".into(), schema);
-                    let mut m = Map::new();
-                    m.insert("type".into(), Value::String("object".into()));
-                    m.insert("properties".into(), Value::Object(props));
-                    m.insert(
-                        "required".into(),
-                        Value::Array(vec![Value::String("result".into())]),
-                    );
-                    output = Some(m);
-                    wrap = Some(OutputWrap::Result);
-                }
+                out.output = Some(schema);
+                out.wrap = Some(OutputWrap::Body);
+            } else {
+                let mut props = Object::with_capacity(1);
+                props.insert("result".into(), schema);
+                let mut m = Object::with_capacity(3);
+                m.insert("type".into(), Node::string("object"));
+                m.insert("properties".into(), Node::Object(props));
+                m.insert(
+                    "required".into(),
+                    Node::Leaf(Value::Array(vec![Value::String("result".into())])),
+                );
+                out.output = Some(Node::Object(m));
+                out.wrap = Some(OutputWrap::Result);
             }
-            responses.push(ResponseSchema {
-                status: code.clone(),
-                content_type: media.clone(),
-                schema: None,
-            });
+            out.responses.push((code.clone(), media.clone(), None));
         } else {
-            responses.push(ResponseSchema {
-                status: code.clone(),
-                content_type: media.clone(),
-                schema: Some(schema),
-            });
+            out.responses
+                .push((code.clone(), media.clone(), Some(schema)));
         }
     }
-    (output, wrap, responses)
+    out
 }
 
 /// The body schema behind the output schema (for dry runs).
-fn body_schema(output: &Option<Map<String, Value>>, wrap: Option<OutputWrap>) -> Option<Value> {
-    let out = output.as_ref()?;
+fn body_schema(output: Option<&Node>, wrap: Option<OutputWrap>) -> Option<Value> {
+    let out = output?;
     match wrap? {
-        OutputWrap::Body => Some(Value::Object(out.clone())),
-        OutputWrap::Result => out.get("properties")?.get("result").cloned(),
+        OutputWrap::Body => Some(out.to_value()),
+        OutputWrap::Result => out.get("properties")?.get("result").map(Node::to_value),
     }
 }
 
@@ -638,9 +642,7 @@ fn raw_request_tool(name: String, method: &str) -> Tool {
         "required": ["method", "path"],
         "additionalProperties": false
     });
-    let Value::Object(input_schema) = input else {
-        unreachable!("literal object")
-    };
+    let input_schema = crate::model::Schema::from_value(&input);
     Tool {
         name,
         title: Some("Raw API request".into()),

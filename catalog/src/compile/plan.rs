@@ -13,8 +13,9 @@
 //! The plan records every such mapping, so the gateway puts each argument
 //! back under its wire name.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use super::node::{Node, Object};
 use super::schema::{flat_property_names, is_object_schema, take_flat, Dir, SchemaConverter};
 use crate::model::{
     BodyEncoding, BodyPlan, BodySource, FieldBinding, ParamBinding, ParamLocation, ParamStyle,
@@ -27,7 +28,7 @@ use crate::spec::{resolve, Document, OperationSite};
 pub struct Invalid(pub String);
 
 pub struct Arguments {
-    pub input_schema: Map<String, Value>,
+    pub input_schema: Node,
     pub plan: RequestPlan,
 }
 
@@ -35,7 +36,7 @@ struct Param {
     name: String,
     location: ParamLocation,
     required: bool,
-    schema: Value,
+    schema: Node,
     style: ParamStyle,
     explode: bool,
     allow_reserved: bool,
@@ -150,23 +151,30 @@ fn collect_params(
         });
         let mut schema = match schema_src {
             Some(s) => conv.convert(s, &format!("{at}/schema"), Dir::Request),
-            None => Value::Object(Map::new()),
+            None => Node::default(),
         };
-        if let (Some(desc), Value::Object(m)) =
-            (p.get("description").and_then(Value::as_str), &mut schema)
-        {
-            if !desc.is_empty() && !m.contains_key("description") {
-                m.insert("description".into(), Value::String(desc.to_string()));
+        // Edits copy a shared expansion (one level), so ask before editing.
+        if let Some(desc) = p.get("description").and_then(Value::as_str) {
+            if !desc.is_empty() && schema.get("description").is_none() {
+                if let Some(m) = schema.object_mut() {
+                    m.insert("description".into(), Node::string(desc));
+                }
             }
         }
         if p.get("deprecated") == Some(&Value::Bool(true)) {
-            if let Value::Object(m) = &mut schema {
-                m.insert("deprecated".into(), Value::Bool(true));
+            if let Some(m) = schema.object_mut() {
+                m.insert("deprecated".into(), Node::Leaf(Value::Bool(true)));
             }
         }
-        if let (Some(ex), Value::Object(m)) = (p.get("example"), &mut schema) {
-            m.entry("examples")
-                .or_insert_with(|| Value::Array(vec![ex.clone()]));
+        if let Some(ex) = p.get("example") {
+            if schema.get("examples").is_none() {
+                if let Some(m) = schema.object_mut() {
+                    m.insert(
+                        "examples".into(),
+                        Node::Leaf(Value::Array(vec![ex.clone()])),
+                    );
+                }
+            }
         }
         let required = location == ParamLocation::Path
             || p.get("required").and_then(Value::as_bool).unwrap_or(false);
@@ -251,26 +259,26 @@ fn encoding_of(media: &str) -> BodyEncoding {
     }
 }
 
-fn is_binary_string(s: &Value) -> bool {
-    s.get("type").and_then(Value::as_str) == Some("string")
+fn is_binary_string(s: &Node) -> bool {
+    s.get("type").and_then(Node::as_str) == Some("string")
         && matches!(
-            s.get("format").and_then(Value::as_str),
+            s.get("format").and_then(Node::as_str),
             Some("binary") | Some("byte")
         )
         || s.get("contentMediaType").is_some()
-            && s.get("type").and_then(Value::as_str) == Some("string")
+            && s.get("type").and_then(Node::as_str) == Some("string")
 }
 
-fn base64_string(mut s: Map<String, Value>, what: &str) -> Value {
-    s.insert("type".into(), Value::String("string".into()));
-    s.insert("contentEncoding".into(), Value::String("base64".into()));
-    s.remove("format");
-    let desc = match s.get("description").and_then(Value::as_str) {
+fn base64_string(mut s: Object, what: &str) -> Node {
+    s.insert("type".into(), Node::string("string"));
+    s.insert("contentEncoding".into(), Node::string("base64"));
+    s.swap_remove("format");
+    let desc = match s.get("description").and_then(Node::as_str) {
         Some(d) => format!("{d} ({what}, base64-encoded)"),
         None => format!("{what}, base64-encoded"),
     };
-    s.insert("description".into(), Value::String(desc));
-    Value::Object(s)
+    s.insert("description".into(), Node::string(desc));
+    Node::Object(s)
 }
 
 /// Builds the input schema and request plan of one operation.
@@ -282,7 +290,7 @@ pub fn arguments(
     options: &CompileOptions,
 ) -> Result<Arguments, Invalid> {
     let params = collect_params(doc, site, conv)?;
-    let mut properties = Map::new();
+    let mut properties = Object::new();
     let mut required: Vec<String> = Vec::new();
     let mut bindings = Vec::new();
     for p in params {
@@ -315,13 +323,15 @@ pub fn arguments(
         if properties.contains_key(&extra.name) {
             continue; // the operation declares it itself
         }
-        let mut schema = extra
-            .schema
-            .clone()
-            .unwrap_or_else(|| serde_json::json!({"type": "string"}));
-        if let (Some(d), Value::Object(m)) = (&extra.description, &mut schema) {
-            m.entry("description")
-                .or_insert_with(|| Value::String(d.clone()));
+        let mut schema = Node::from(
+            extra
+                .schema
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({"type": "string"})),
+        );
+        if let (Some(d), Some(m)) = (&extra.description, schema.object_mut()) {
+            m.entry("description".into())
+                .or_insert_with(|| Node::string(d.clone()));
         }
         properties.insert(extra.name.clone(), schema);
         if extra.required {
@@ -351,21 +361,23 @@ pub fn arguments(
         }
     };
 
-    let mut input = Map::new();
-    input.insert("type".into(), Value::String("object".into()));
-    input.insert("properties".into(), Value::Object(properties));
+    let mut input = Object::with_capacity(4);
+    input.insert("type".into(), Node::string("object"));
+    input.insert("properties".into(), Node::Object(properties));
     if !required.is_empty() {
         input.insert(
             "required".into(),
-            Value::Array(required.into_iter().map(Value::String).collect()),
+            Node::Leaf(Value::Array(
+                required.into_iter().map(Value::String).collect(),
+            )),
         );
     }
     input.insert(
         "additionalProperties".into(),
-        Value::Bool(options.schema.additional_properties),
+        Node::Leaf(Value::Bool(options.schema.additional_properties)),
     );
     Ok(Arguments {
-        input_schema: input,
+        input_schema: Node::Object(input),
         plan: RequestPlan {
             method: method.to_string(),
             path: site.path.split('#').next().unwrap_or(site.path).to_string(),
@@ -381,7 +393,7 @@ fn request_body(
     at: &str,
     conv: &mut SchemaConverter<'_>,
     options: &CompileOptions,
-    properties: &mut Map<String, Value>,
+    properties: &mut Object,
     required: &mut Vec<String>,
 ) -> Result<Option<BodyPlan>, Invalid> {
     let Some(content) = rb.get("content").and_then(Value::as_object) else {
@@ -407,14 +419,13 @@ fn request_body(
     let media_ptr = format!("{at}/content/{}", crate::spec::escape_pointer(media));
     let mut schema = match media_obj.get("schema") {
         Some(s) => conv.convert(s, &format!("{media_ptr}/schema"), Dir::Request),
-        None => Value::Object(Map::new()),
+        None => Node::default(),
     };
-    if let (Some(d), Value::Object(m)) =
-        (rb.get("description").and_then(Value::as_str), &mut schema)
-    {
-        if !d.is_empty() {
-            m.entry("description")
-                .or_insert_with(|| Value::String(d.to_string()));
+    if let Some(d) = rb.get("description").and_then(Value::as_str) {
+        if !d.is_empty() && schema.get("description").is_none() {
+            if let Some(m) = schema.object_mut() {
+                m.insert("description".into(), Node::string(d));
+            }
         }
     }
     let content_type = if media == "*/*" {
@@ -432,18 +443,16 @@ fn request_body(
             for (name, s) in props.iter_mut() {
                 let file = is_binary_string(s) || s.get("items").is_some_and(is_binary_string);
                 if file {
-                    if let Value::Object(m) = std::mem::take(s) {
-                        *s = if m.get("type").and_then(Value::as_str) == Some("array") {
+                    if let Some(m) = std::mem::take(s).into_object() {
+                        *s = if m.get("type").and_then(Node::as_str) == Some("array") {
                             let mut m = m;
                             let item = m
-                                .remove("items")
-                                .and_then(|i| match i {
-                                    Value::Object(o) => Some(base64_string(o, "file content")),
-                                    _ => None,
-                                })
-                                .unwrap_or(Value::Null);
+                                .swap_remove("items")
+                                .and_then(Node::into_object)
+                                .map(|o| base64_string(o, "file content"))
+                                .unwrap_or(Node::Leaf(Value::Null));
                             m.insert("items".into(), item);
-                            Value::Object(m)
+                            Node::Object(m)
                         } else {
                             base64_string(m, "file content")
                         };
@@ -451,32 +460,29 @@ fn request_body(
                     binary_fields.push(name.clone());
                 }
             }
-            let mut m = Map::new();
-            m.insert("type".into(), Value::String("object".into()));
+            let mut m = Object::with_capacity(4);
+            m.insert("type".into(), Node::string("object"));
             if let Some(d) = description {
                 m.insert("description".into(), d);
             }
-            m.insert("properties".into(), Value::Object(props));
+            m.insert("properties".into(), Node::Object(props));
             if !req.is_empty() {
                 m.insert(
                     "required".into(),
-                    Value::Array(req.into_iter().map(Value::String).collect()),
+                    Node::Leaf(Value::Array(req.into_iter().map(Value::String).collect())),
                 );
             }
-            schema = Value::Object(m);
+            schema = Node::Object(m);
         }
         BodyEncoding::Raw => {
             let text = content_type.starts_with("text/")
                 || content_type.ends_with("+xml")
                 || content_type == "application/xml";
-            let s = match schema {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            };
+            let s = schema.into_object().unwrap_or_default();
             if text {
                 let mut s = s;
-                s.insert("type".into(), Value::String("string".into()));
-                schema = Value::Object(s);
+                s.insert("type".into(), Node::string("string"));
+                schema = Node::Object(s);
             } else {
                 base64 = true;
                 schema = base64_string(s, &format!("request body ({content_type})"));
@@ -540,9 +546,9 @@ fn request_body(
 }
 
 fn nest(
-    schema: Value,
+    schema: Node,
     body_required: bool,
-    properties: &mut Map<String, Value>,
+    properties: &mut Object,
     required: &mut Vec<String>,
 ) -> BodySource {
     let mut arg = "body".to_string();

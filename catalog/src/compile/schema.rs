@@ -13,12 +13,14 @@
 //!   document.
 //!
 //! Expansions that did not depend on the current stack are memoised, which
-//! keeps large specs (thousands of refs) linear rather than exponential.
+//! keeps large specs (thousands of refs) linear rather than exponential, and
+//! shared rather than copied ([`Node::Shared`]).
 
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use super::node::{Node, Object};
 use crate::model::Warning;
 use crate::spec::{ref_pointer, Document, Version};
 
@@ -47,7 +49,8 @@ fn limits(dir: Dir) -> (usize, usize) {
 const MAX_DEPTH: usize = 48;
 
 struct Memo {
-    value: Value,
+    /// Always [`Node::Shared`]: a hit costs a reference count.
+    node: Node,
     nodes: usize,
 }
 
@@ -73,16 +76,13 @@ pub struct SchemaConverter<'d> {
 /// Result of converting a subtree: the lowest stack index it was cut at
 /// (if any) says whether the result depends on the current stack.
 struct Out {
-    value: Value,
+    node: Node,
     cut_at: Option<usize>,
 }
 
 impl Out {
-    fn plain(value: Value) -> Out {
-        Out {
-            value,
-            cut_at: None,
-        }
+    fn plain(node: Node) -> Out {
+        Out { node, cut_at: None }
     }
 }
 
@@ -115,14 +115,14 @@ impl<'d> SchemaConverter<'d> {
 
     /// Converts one top-level schema (a parameter's, a body's, a
     /// response's). `at` is its JSON pointer, used in warnings.
-    pub fn convert(&mut self, schema: &Value, at: &str, dir: Dir) -> Value {
+    pub fn convert(&mut self, schema: &Value, at: &str, dir: Dir) -> Node {
         self.nodes = 0;
         self.budget_cuts = 0;
         self.stack.clear();
         self.ptr.clear();
         self.ptr.push_str(at);
         let out = self.walk(schema, dir, 0);
-        out.value
+        out.node
     }
 
     /// Resolves a `$ref` chain to the target schema without converting it.
@@ -174,10 +174,10 @@ impl<'d> SchemaConverter<'d> {
         len
     }
 
-    fn open_schema(description: String) -> Value {
-        let mut m = Map::new();
-        m.insert("description".into(), Value::String(description));
-        Value::Object(m)
+    fn open_schema(description: String) -> Node {
+        let mut m = Object::with_capacity(1);
+        m.insert("description".into(), Node::string(description));
+        Node::Object(m)
     }
 
     /// Marks that a budget cut happened during the current top-level
@@ -186,20 +186,10 @@ impl<'d> SchemaConverter<'d> {
     fn walk(&mut self, schema: &Value, dir: Dir, depth: usize) -> Out {
         self.nodes += 1;
         let obj = match schema {
-            Value::Bool(_) => {
-                return Out {
-                    value: schema.clone(),
-                    cut_at: None,
-                }
-            }
+            Value::Bool(_) => return Out::plain(Node::Leaf(schema.clone())),
             Value::Object(o) => o,
             // Not a schema at all: the most honest conversion is "anything".
-            _ => {
-                return Out {
-                    value: Value::Object(Map::new()),
-                    cut_at: None,
-                }
-            }
+            _ => return Out::plain(Node::default()),
         };
         if depth > MAX_DEPTH {
             self.warn_once(
@@ -216,9 +206,13 @@ impl<'d> SchemaConverter<'d> {
             let mut out = self.expand_ref(r, dir, depth);
             // 3.1 allows keywords beside $ref; 3.0 says to ignore them, but
             // descriptions next to refs are common and harmless to keep.
-            if obj.len() > 1 {
-                if let Value::Object(target) = &mut out.value {
-                    for key in ["description", "title", "default", "deprecated", "example"] {
+            // Only then is the shared expansion copied (one level deep).
+            const SIBLINGS: [&str; 5] =
+                ["description", "title", "default", "deprecated", "example"];
+            let nullable = obj.get("nullable") == Some(&Value::Bool(true));
+            if nullable || SIBLINGS.iter().any(|k| obj.contains_key(*k)) {
+                if let Some(target) = out.node.object_mut() {
+                    for key in SIBLINGS {
                         if let Some(v) = obj.get(key) {
                             let k = if key == "example" { "examples" } else { key };
                             let v = if key == "example" {
@@ -226,12 +220,12 @@ impl<'d> SchemaConverter<'d> {
                             } else {
                                 v.clone()
                             };
-                            target.insert(k.to_string(), v);
+                            target.insert(k.to_string(), Node::Leaf(v));
                         }
                     }
-                    if obj.get("nullable") == Some(&Value::Bool(true)) {
+                    if nullable {
                         let inner = std::mem::take(target);
-                        out.value = make_nullable(inner);
+                        out.node = make_nullable(inner);
                     }
                 }
             }
@@ -244,10 +238,9 @@ impl<'d> SchemaConverter<'d> {
         let Some(ptr) = ref_pointer(r) else {
             // External refs were refused at load time unless allowed; an
             // allowed one cannot be fetched by a pure compiler.
-            return Out {
-                value: Self::open_schema(format!("Not expanded: external reference {r}.")),
-                cut_at: None,
-            };
+            return Out::plain(Self::open_schema(format!(
+                "Not expanded: external reference {r}."
+            )));
         };
         if let Some(i) = self.stack.iter().position(|s| *s == ptr) {
             self.warn_once(
@@ -256,7 +249,7 @@ impl<'d> SchemaConverter<'d> {
                 format!("circular reference {r} is cut where it recurs (open schema)"),
             );
             return Out {
-                value: Self::open_schema(format!(
+                node: Self::open_schema(format!(
                     "Circular reference to {}; not expanded.",
                     ref_name(r)
                 )),
@@ -266,21 +259,15 @@ impl<'d> SchemaConverter<'d> {
         let (budget, max_refs) = limits(dir);
         let level = self.stack.len();
         if level >= max_refs {
-            return Out {
-                value: Self::open_schema(format!(
-                    "{} (not expanded: nested deeper than {max_refs} references).",
-                    ref_name(r)
-                )),
-                cut_at: None,
-            };
+            return Out::plain(Self::open_schema(format!(
+                "{} (not expanded: nested deeper than {max_refs} references).",
+                ref_name(r)
+            )));
         }
         if let Some(m) = self.memo.get(&(ptr.clone(), dir, level)) {
             if self.nodes + m.nodes <= budget {
                 self.nodes += m.nodes;
-                return Out {
-                    value: m.value.clone(),
-                    cut_at: None,
-                };
+                return Out::plain(m.node.clone());
             }
         }
         if self.nodes >= budget {
@@ -301,10 +288,7 @@ impl<'d> SchemaConverter<'d> {
                 "DanglingRef",
                 format!("$ref {r} does not resolve; replaced by an open schema"),
             );
-            return Out {
-                value: Self::open_schema(format!("Unresolved reference {r}.")),
-                cut_at: None,
-            };
+            return Out::plain(Self::open_schema(format!("Unresolved reference {r}.")));
         };
         let before = self.nodes;
         let cuts_before = self.budget_cuts;
@@ -316,17 +300,21 @@ impl<'d> SchemaConverter<'d> {
         // Independent of the stack when every cycle cut inside points at
         // this ref or deeper, and of the budget when none was hit.
         let independent = out.cut_at.is_none_or(|i| i >= level) && self.budget_cuts == cuts_before;
-        if independent {
+        let node = if independent {
+            let node = out.node.share();
             self.memo.insert(
                 (ptr, dir, level),
                 Memo {
-                    value: out.value.clone(),
+                    node: node.clone(),
                     nodes: self.nodes - before,
                 },
             );
-        }
+            node
+        } else {
+            out.node
+        };
         Out {
-            value: out.value,
+            node,
             // Cuts pointing at this ref or deeper are resolved here.
             cut_at: out.cut_at.filter(|&i| i < level),
         }
@@ -336,7 +324,7 @@ impl<'d> SchemaConverter<'d> {
         let v30 = self.doc.version != Version::OpenApi31;
         // Sized up front: growing an index map reallocates both its entries
         // and its table, and this runs for every node of every schema.
-        let mut out = Map::with_capacity(obj.len());
+        let mut out = Object::with_capacity(obj.len());
         let mut cut = None;
         let mut dropped_props: Vec<String> = Vec::new();
         let base_len = self.ptr.len();
@@ -348,10 +336,10 @@ impl<'d> SchemaConverter<'d> {
                 "type" => {
                     if let Some(t) = convert_type(v) {
                         if t == "file-as-string" {
-                            out.insert("type".into(), Value::String("string".into()));
-                            out.insert("format".into(), Value::String("binary".into()));
+                            out.insert("type".into(), Node::string("string"));
+                            out.insert("format".into(), Node::string("binary"));
                         } else {
-                            out.insert("type".into(), t_value(t, v));
+                            out.insert("type".into(), Node::Leaf(t_value(t, v)));
                         }
                     } else {
                         self.warn_once(
@@ -363,7 +351,7 @@ impl<'d> SchemaConverter<'d> {
                 }
                 "properties" | "patternProperties" | "dependentSchemas" => {
                     let Some(props) = v.as_object() else { continue };
-                    let mut m = Map::with_capacity(props.len());
+                    let mut m = Object::with_capacity(props.len());
                     for (name, s) in props {
                         if key == "properties" && self.hidden_in(s, dir) {
                             dropped_props.push(name.clone());
@@ -376,9 +364,9 @@ impl<'d> SchemaConverter<'d> {
                         let o = self.walk(s, dir, depth + 1);
                         self.ptr.truncate(l);
                         cut = min_cut(cut, o.cut_at);
-                        m.insert(name.clone(), o.value);
+                        m.insert(name.clone(), o.node);
                     }
-                    out.insert(key.clone(), Value::Object(m));
+                    out.insert(key.clone(), Node::Object(m));
                 }
                 "items" => {
                     if let Value::Array(items) = v {
@@ -389,13 +377,13 @@ impl<'d> SchemaConverter<'d> {
                             let o = self.walk(s, dir, depth + 1);
                             self.ptr.truncate(l);
                             cut = min_cut(cut, o.cut_at);
-                            arr.push(o.value);
+                            arr.push(o.node);
                         }
-                        out.insert("prefixItems".into(), Value::Array(arr));
+                        out.insert("prefixItems".into(), Node::Array(arr));
                     } else {
                         let o = self.walk(v, dir, depth + 1);
                         cut = min_cut(cut, o.cut_at);
-                        out.insert(key.clone(), o.value);
+                        out.insert(key.clone(), o.node);
                     }
                 }
                 "additionalProperties"
@@ -409,7 +397,7 @@ impl<'d> SchemaConverter<'d> {
                 | "else" => {
                     let o = self.walk(v, dir, depth + 1);
                     cut = min_cut(cut, o.cut_at);
-                    out.insert(key.clone(), o.value);
+                    out.insert(key.clone(), o.node);
                 }
                 "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
                     let Some(items) = v.as_array() else { continue };
@@ -422,7 +410,7 @@ impl<'d> SchemaConverter<'d> {
                         let o = self.walk(s, dir, depth + 1);
                         self.ptr.truncate(l);
                         cut = min_cut(cut, o.cut_at);
-                        arr.push(o.value);
+                        arr.push(o.node);
                     }
                     // NB: a oneOf with an open branch (a cut ref, or an
                     // empty schema) can never hold: every instance matches
@@ -435,27 +423,28 @@ impl<'d> SchemaConverter<'d> {
                     };
                     match out.get_mut(&key) {
                         // Both oneOf (degraded) and anyOf present.
-                        Some(Value::Array(existing)) => {
+                        Some(Node::Array(existing)) => {
                             let mut all = vec![
-                                Value::Object(
-                                    [(key.clone(), Value::Array(std::mem::take(existing)))]
+                                Node::Object(
+                                    [(key.clone(), Node::Array(std::mem::take(existing)))]
                                         .into_iter()
                                         .collect(),
                                 ),
-                                Value::Object(
-                                    [(key.clone(), Value::Array(arr))].into_iter().collect(),
+                                Node::Object(
+                                    [(key.clone(), Node::Array(arr))].into_iter().collect(),
                                 ),
                             ];
-                            out.remove(&key);
+                            // swap_remove: the order serde_json's map gave.
+                            out.swap_remove(&key);
                             match out.get_mut("allOf") {
-                                Some(Value::Array(a)) => a.append(&mut all),
+                                Some(Node::Array(a)) => a.append(&mut all),
                                 _ => {
-                                    out.insert("allOf".into(), Value::Array(all));
+                                    out.insert("allOf".into(), Node::Array(all));
                                 }
                             }
                         }
                         _ => {
-                            out.insert(key, Value::Array(arr));
+                            out.insert(key, Node::Array(arr));
                         }
                     }
                 }
@@ -463,7 +452,7 @@ impl<'d> SchemaConverter<'d> {
                     if let Some(items) = v.as_array() {
                         let names: Vec<Value> =
                             items.iter().filter(|x| x.is_string()).cloned().collect();
-                        out.insert(key.clone(), Value::Array(dedup(names)));
+                        out.insert(key.clone(), Node::Leaf(Value::Array(dedup(names))));
                     } else {
                         self.warn_once(
                             format!("required:{}", self.ptr),
@@ -475,7 +464,7 @@ impl<'d> SchemaConverter<'d> {
                 "pattern" => {
                     if let Some(p) = v.as_str() {
                         if self.pattern_valid(p) {
-                            out.insert(key.clone(), v.clone());
+                            out.insert(key.clone(), Node::Leaf(v.clone()));
                         } else {
                             self.warn_once(
                                 format!("pattern:{}", self.ptr),
@@ -487,14 +476,14 @@ impl<'d> SchemaConverter<'d> {
                 }
                 "enum" => {
                     if let Some(a) = v.as_array().filter(|a| !a.is_empty()) {
-                        out.insert(key.clone(), Value::Array(dedup(a.clone())));
+                        out.insert(key.clone(), Node::Leaf(Value::Array(dedup(a.clone()))));
                     }
                 }
                 "example" if !obj.contains_key("examples") => {
-                    out.insert("examples".into(), Value::Array(vec![v.clone()]));
+                    out.insert("examples".into(), Node::Leaf(Value::Array(vec![v.clone()])));
                 }
                 _ if scalar_keyword_ok(key, v) => {
-                    out.insert(key.clone(), v.clone());
+                    out.insert(key.clone(), Node::Leaf(v.clone()));
                 }
                 // OpenAPI-only (`nullable` handled below, `discriminator`,
                 // `xml`, `externalDocs`), extensions, and identifiers that
@@ -509,29 +498,29 @@ impl<'d> SchemaConverter<'d> {
                 ("exclusiveMaximum", "maximum"),
             ] {
                 if obj.get(flag) == Some(&Value::Bool(true)) {
-                    if let Some(b) = out.remove(bound) {
+                    if let Some(b) = out.swap_remove(bound) {
                         out.insert(flag.into(), b);
                     }
                 }
             }
         }
         if !dropped_props.is_empty() {
-            if let Some(Value::Array(req)) = out.get_mut("required") {
+            if let Some(Node::Leaf(Value::Array(req))) = out.get_mut("required") {
                 req.retain(|r| {
                     !r.as_str()
                         .is_some_and(|s| dropped_props.iter().any(|d| d == s))
                 });
             }
         }
-        if matches!(out.get("required"), Some(Value::Array(a)) if a.is_empty()) {
-            out.remove("required");
+        if matches!(out.get("required"), Some(Node::Leaf(Value::Array(a))) if a.is_empty()) {
+            out.swap_remove("required");
         }
-        let value = if obj.get("nullable") == Some(&Value::Bool(true)) {
+        let node = if obj.get("nullable") == Some(&Value::Bool(true)) {
             make_nullable(out)
         } else {
-            Value::Object(out)
+            Node::Object(out)
         };
-        Out { value, cut_at: cut }
+        Out { node, cut_at: cut }
     }
 
     /// Whether a property schema is `readOnly` (request side) or `writeOnly`
@@ -549,9 +538,7 @@ impl<'d> SchemaConverter<'d> {
         if let Some(&ok) = self.pattern_ok.get(p) {
             return ok;
         }
-        let mut m = Map::new();
-        m.insert("pattern".into(), Value::String(p.to_string()));
-        let ok = jsonschema::draft202012::new(&Value::Object(m)).is_ok();
+        let ok = jsonschema::draft202012::new(&serde_json::json!({ "pattern": p })).is_ok();
         self.pattern_ok.insert(p.to_string(), ok);
         ok
     }
@@ -577,10 +564,10 @@ fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
 }
 
 /// A schema that accepts every instance: no keyword but annotations.
-fn is_open(s: &Value) -> bool {
-    match s {
-        Value::Bool(b) => *b,
-        Value::Object(m) => m.keys().all(|k| {
+fn is_open(s: &Node) -> bool {
+    match s.resolved() {
+        Node::Leaf(Value::Bool(b)) => *b,
+        Node::Object(m) => m.keys().all(|k| {
             matches!(
                 k.as_str(),
                 "description"
@@ -644,58 +631,56 @@ fn dedup(items: Vec<Value>) -> Vec<Value> {
 /// 3.0 `nullable: true` as JSON Schema: `null` added to `type` (and to
 /// `enum`, which would otherwise still refuse it), or `anyOf [schema, null]`
 /// when there is no type to extend.
-pub fn make_nullable(mut m: Map<String, Value>) -> Value {
+pub fn make_nullable(mut m: Object) -> Node {
     let null = Value::String("null".into());
     match m.get_mut("type") {
-        Some(Value::String(t)) => {
-            let t = Value::String(std::mem::take(t));
-            if t != null {
-                m.insert("type".into(), Value::Array(vec![t, null]));
+        Some(Node::Leaf(Value::String(t))) => {
+            if t != "null" {
+                let t = Value::String(std::mem::take(t));
+                m.insert("type".into(), Node::Leaf(Value::Array(vec![t, null])));
             }
         }
-        Some(Value::Array(a)) => {
+        Some(Node::Leaf(Value::Array(a))) => {
             if !a.contains(&null) {
                 a.push(null);
             }
         }
         _ => {
             if m.is_empty() {
-                return Value::Object(m);
+                return Node::Object(m);
             }
-            let mut wrapper = Map::new();
+            let mut wrapper = Object::new();
             for k in ["description", "title"] {
                 if let Some(v) = m.get(k) {
                     wrapper.insert(k.into(), v.clone());
                 }
             }
-            let mut null_schema = Map::new();
-            null_schema.insert("type".into(), Value::String("null".into()));
+            let mut null_schema = Object::with_capacity(1);
+            null_schema.insert("type".into(), Node::string("null"));
             wrapper.insert(
                 "anyOf".into(),
-                Value::Array(vec![Value::Object(m), Value::Object(null_schema)]),
+                Node::Array(vec![Node::Object(m), Node::Object(null_schema)]),
             );
-            return Value::Object(wrapper);
+            return Node::Object(wrapper);
         }
     }
-    if let Some(Value::Array(e)) = m.get_mut("enum") {
+    if let Some(Node::Leaf(Value::Array(e))) = m.get_mut("enum") {
         if !e.contains(&Value::Null) {
             e.push(Value::Null);
         }
     }
-    Value::Object(m)
+    Node::Object(m)
 }
 
 /// Whether a converted schema describes an object (usable as an MCP
 /// `inputSchema`/`outputSchema` root or as a mergeable body).
-pub fn is_object_schema(s: &Value) -> bool {
+pub fn is_object_schema(s: &Node) -> bool {
     match s.get("type") {
-        Some(Value::String(t)) => t == "object",
-        Some(_) => false,
+        Some(t) => t.as_str() == Some("object"),
         None => {
             s.get("properties").is_some()
-                || s.get("allOf")
-                    .and_then(Value::as_array)
-                    .is_some_and(|parts| !parts.is_empty() && parts.iter().all(is_object_schema))
+                || matches!(s.get("allOf").map(Node::resolved),
+                    Some(Node::Array(parts)) if !parts.is_empty() && parts.iter().all(is_object_schema))
         }
     }
 }
@@ -705,7 +690,7 @@ pub fn is_object_schema(s: &Value) -> bool {
 /// it (a property name declared twice, non-object parts, oneOf/anyOf at the
 /// top). Borrows: callers decide on the names before [`take_flat`] moves the
 /// schemas out, so bodies are never copied.
-pub fn flat_property_names(s: &Value) -> Option<Vec<&str>> {
+pub fn flat_property_names(s: &Node) -> Option<Vec<&str>> {
     let mut names = Vec::new();
     let mut seen = HashSet::new();
     collect_flat_names(s, &mut names, &mut seen)?;
@@ -713,7 +698,7 @@ pub fn flat_property_names(s: &Value) -> Option<Vec<&str>> {
 }
 
 fn collect_flat_names<'a>(
-    s: &'a Value,
+    s: &'a Node,
     names: &mut Vec<&'a str>,
     seen: &mut HashSet<&'a str>,
 ) -> Option<()> {
@@ -721,7 +706,7 @@ fn collect_flat_names<'a>(
     if !is_object_schema(s) || obj.contains_key("oneOf") || obj.contains_key("anyOf") {
         return None;
     }
-    if let Some(p) = obj.get("properties").and_then(Value::as_object) {
+    if let Some(p) = obj.get("properties").and_then(Node::as_object) {
         for k in p.keys() {
             if !seen.insert(k.as_str()) {
                 return None;
@@ -729,7 +714,7 @@ fn collect_flat_names<'a>(
             names.push(k.as_str());
         }
     }
-    if let Some(parts) = obj.get("allOf").and_then(Value::as_array) {
+    if let Some(Node::Array(parts)) = obj.get("allOf").map(Node::resolved) {
         for part in parts {
             collect_flat_names(part, names, seen)?;
         }
@@ -740,26 +725,40 @@ fn collect_flat_names<'a>(
 /// Moves a schema's flattened `(properties, required)` out of it. Only
 /// meaningful once [`flat_property_names`] has accepted the schema: a name
 /// declared twice would be overwritten here.
-pub fn take_flat(s: Value) -> (Map<String, Value>, Vec<String>) {
-    let mut props = Map::new();
+pub fn take_flat(s: Node) -> (Object, Vec<String>) {
+    let mut props = Object::new();
     let mut required = Vec::new();
-    let Value::Object(obj) = s else {
+    let Some(obj) = s.into_object() else {
         return (props, required);
     };
     let mut parts = None;
     for (k, v) in obj {
-        match (k.as_str(), v) {
-            ("properties", Value::Object(p)) => props = p,
-            ("required", Value::Array(r)) => {
-                required = r
-                    .into_iter()
-                    .filter_map(|x| match x {
-                        Value::String(s) => Some(s),
-                        _ => None,
-                    })
-                    .collect();
+        match k.as_str() {
+            "properties" => {
+                if let Some(p) = v.into_object() {
+                    props = p;
+                }
             }
-            ("allOf", Value::Array(a)) => parts = Some(a),
+            "required" => {
+                if let Node::Leaf(Value::Array(r)) = v {
+                    required = r
+                        .into_iter()
+                        .filter_map(|x| match x {
+                            Value::String(s) => Some(s),
+                            _ => None,
+                        })
+                        .collect();
+                }
+            }
+            "allOf" => match v {
+                Node::Array(a) => parts = Some(a),
+                Node::Shared(_) => {
+                    if let Node::Array(a) = v.resolved() {
+                        parts = Some(a.clone());
+                    }
+                }
+                _ => {}
+            },
             _ => {}
         }
     }

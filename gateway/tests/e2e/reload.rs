@@ -87,7 +87,7 @@ async fn failed_reload_keeps_the_previous_catalog() {
     let gw = start_gateway(&default_catalog(), config_for(&up.url, "")).await;
     let client = connect(&format!("{}/mcp", gw.url)).await;
     let mut bad = with_extra(1, "pets");
-    bad.upstreams[1].tools[0].input_schema = json!({"type": 5}).as_object().unwrap().clone();
+    bad.upstreams[1].tools[0].input_schema = catalog::Schema::from_value(&json!({"type": 5}));
     let e = gw.store.install(&bad).unwrap_err();
     assert_eq!(e.upstream, "pets");
     assert_eq!(e.tool.as_deref(), Some("pets__get_pet"));

@@ -328,10 +328,10 @@ fn toolsets(op: &Map<String, Value>) -> Vec<String> {
     out
 }
 
-fn build_tool(
-    doc: &Document,
-    draft: &Draft<'_>,
-    conv: &mut SchemaConverter<'_>,
+fn build_tool<'d>(
+    doc: &'d Document,
+    draft: &Draft<'d>,
+    conv: &mut SchemaConverter<'d>,
     options: &CompileOptions,
 ) -> Result<Tool, Box<Rejected>> {
     let site = &draft.site;
@@ -458,22 +458,22 @@ fn build_tool(
 }
 
 /// A tool's success responses, converted.
-struct Success {
+struct Success<'d> {
     /// The output schema (from the first 2xx JSON response).
-    output: Option<Node>,
+    output: Option<Node<'d>>,
     wrap: Option<OutputWrap>,
     /// `(status, content type, schema)`; the first one's schema is the one
     /// behind `output`, not stored twice.
-    responses: Vec<(String, String, Option<Node>)>,
+    responses: Vec<(String, String, Option<Node<'d>>)>,
 }
 
 /// The output schema from the first 2xx JSON response, and every 2xx JSON
 /// response schema for validation (the first one stored only once).
-fn success_responses(
-    doc: &Document,
-    site: &OperationSite<'_>,
-    conv: &mut SchemaConverter<'_>,
-) -> Success {
+fn success_responses<'d>(
+    doc: &'d Document,
+    site: &OperationSite<'d>,
+    conv: &mut SchemaConverter<'d>,
+) -> Success<'d> {
     let mut out = Success {
         output: None,
         wrap: None,
@@ -535,7 +535,7 @@ fn success_responses(
                 m.insert("properties".into(), Node::Object(props));
                 m.insert(
                     "required".into(),
-                    Node::Leaf(Value::Array(vec![Value::String("result".into())])),
+                    Node::owned(Value::Array(vec![Value::String("result".into())])),
                 );
                 out.output = Some(Node::Object(m));
                 out.wrap = Some(OutputWrap::Result);
@@ -550,7 +550,7 @@ fn success_responses(
 }
 
 /// The body schema behind the output schema (for dry runs).
-fn body_schema(output: Option<&Node>, wrap: Option<OutputWrap>) -> Option<Value> {
+fn body_schema(output: Option<&Node<'_>>, wrap: Option<OutputWrap>) -> Option<Value> {
     let out = output?;
     match wrap? {
         OutputWrap::Body => Some(out.to_value()),

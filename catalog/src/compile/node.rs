@@ -8,9 +8,11 @@
 //! ([`Node::Shared`]); its compact JSON text and its meta-schema verdict are
 //! computed once, and every tool that embeds it copies bytes.
 //!
-//! The tree only lives during one compile (hence `Rc`); tools leave the
-//! compiler as [`crate::model::Schema`] text.
+//! The tree only lives during one compile (hence `Rc`), and borrows keys
+//! and keyword values from the source document (`'d`) instead of copying
+//! them; tools leave the compiler as [`crate::model::Schema`] text.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::rc::Rc;
 
@@ -21,27 +23,27 @@ use serde_json::{Map, Value};
 
 use crate::model::Schema;
 
-pub type Object = IndexMap<String, Node>;
+pub type Object<'d> = IndexMap<Cow<'d, str>, Node<'d>>;
 
 #[derive(Debug, Clone)]
-pub enum Node {
-    /// A value copied as is: scalars, and keyword values that are not
+pub enum Node<'d> {
+    /// A value taken as is: scalars, and keyword values that are not
     /// schemas (`enum`, `required`, `default`, `examples`, ...).
-    Leaf(Value),
-    Object(Object),
-    Array(Vec<Node>),
+    Leaf(Cow<'d, Value>),
+    Object(Object<'d>),
+    Array(Vec<Node<'d>>),
     /// A memoised `$ref` expansion, embedded wherever the ref occurs.
-    Shared(Rc<Shared>),
+    Shared(Rc<Shared<'d>>),
 }
 
 #[derive(Debug)]
-pub struct Shared {
-    node: Node,
+pub struct Shared<'d> {
+    node: Node<'d>,
     text: OnceCell<Box<RawValue>>,
     valid: OnceCell<bool>,
 }
 
-impl Shared {
+impl Shared<'_> {
     /// Compact JSON text, rendered on first use.
     fn raw(&self) -> &RawValue {
         self.text.get_or_init(|| render(&self.node))
@@ -57,7 +59,7 @@ fn render<T: Serialize + ?Sized>(v: &T) -> Box<RawValue> {
     serde_json::value::to_raw_value(v).expect("JSON values with string keys always serialise")
 }
 
-impl Serialize for Node {
+impl Serialize for Node<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Node::Leaf(v) => v.serialize(s),
@@ -75,30 +77,44 @@ impl Serialize for Node {
     }
 }
 
-impl Default for Node {
+impl Default for Node<'_> {
     fn default() -> Self {
         Node::Object(Object::new())
     }
 }
 
-impl From<Value> for Node {
+impl From<Value> for Node<'_> {
     /// Objects become structure (so the compiler can edit them); everything
     /// else stays a leaf.
-    fn from(v: Value) -> Node {
+    fn from(v: Value) -> Self {
         match v {
-            Value::Object(m) => Node::Object(m.into_iter().map(|(k, v)| (k, v.into())).collect()),
-            v => Node::Leaf(v),
+            Value::Object(m) => Node::Object(
+                m.into_iter()
+                    .map(|(k, v)| (Cow::Owned(k), v.into()))
+                    .collect(),
+            ),
+            v => Node::Leaf(Cow::Owned(v)),
         }
     }
 }
 
-impl Node {
-    pub fn string(s: impl Into<String>) -> Node {
-        Node::Leaf(Value::String(s.into()))
+impl<'d> Node<'d> {
+    pub fn string(s: impl Into<String>) -> Self {
+        Node::Leaf(Cow::Owned(Value::String(s.into())))
+    }
+
+    /// A leaf owned by the tree (made by the compiler).
+    pub fn owned(v: Value) -> Self {
+        Node::Leaf(Cow::Owned(v))
+    }
+
+    /// A leaf borrowed from the document.
+    pub fn borrowed(v: &'d Value) -> Self {
+        Node::Leaf(Cow::Borrowed(v))
     }
 
     /// Wraps the node for sharing (a no-op on an already shared one).
-    pub fn share(self) -> Node {
+    pub fn share(self) -> Self {
         match self {
             Node::Shared(_) => self,
             node => Node::Shared(Rc::new(Shared {
@@ -110,7 +126,7 @@ impl Node {
     }
 
     /// The node behind any sharing.
-    pub fn resolved(&self) -> &Node {
+    pub fn resolved(&self) -> &Node<'d> {
         let mut n = self;
         while let Node::Shared(sh) = n {
             n = &sh.node;
@@ -118,27 +134,27 @@ impl Node {
         n
     }
 
-    pub fn as_object(&self) -> Option<&Object> {
+    pub fn as_object(&self) -> Option<&Object<'d>> {
         match self.resolved() {
             Node::Object(m) => Some(m),
             _ => None,
         }
     }
 
-    pub fn get(&self, key: &str) -> Option<&Node> {
+    pub fn get(&self, key: &str) -> Option<&Node<'d>> {
         self.as_object()?.get(key)
     }
 
     pub fn as_str(&self) -> Option<&str> {
         match self.resolved() {
-            Node::Leaf(Value::String(s)) => Some(s),
+            Node::Leaf(v) => v.as_str(),
             _ => None,
         }
     }
 
     /// The object for editing; a shared object is copied first (one level:
     /// its children stay shared). `None` for non-objects.
-    pub fn object_mut(&mut self) -> Option<&mut Object> {
+    pub fn object_mut(&mut self) -> Option<&mut Object<'d>> {
         if let Node::Shared(sh) = self {
             match sh.node.resolved() {
                 Node::Object(m) => *self = Node::Object(m.clone()),
@@ -152,7 +168,7 @@ impl Node {
     }
 
     /// The object, owned (copied one level if shared).
-    pub fn into_object(self) -> Option<Object> {
+    pub fn into_object(self) -> Option<Object<'d>> {
         match self {
             Node::Object(m) => Some(m),
             Node::Shared(sh) => match Rc::try_unwrap(sh) {
@@ -166,10 +182,10 @@ impl Node {
     /// The full JSON value (a deep copy; for the rare paths that need one).
     pub fn to_value(&self) -> Value {
         match self {
-            Node::Leaf(v) => v.clone(),
+            Node::Leaf(v) => v.clone().into_owned(),
             Node::Object(m) => Value::Object(
                 m.iter()
-                    .map(|(k, v)| (k.clone(), v.to_value()))
+                    .map(|(k, v)| (k.to_string(), v.to_value()))
                     .collect::<Map<_, _>>(),
             ),
             Node::Array(a) => Value::Array(a.iter().map(Node::to_value).collect()),
@@ -187,12 +203,12 @@ impl Node {
         jsonschema::draft202012::meta::is_valid(&skeleton) && shared.iter().all(|s| s.meta_valid())
     }
 
-    fn skeleton<'a>(&'a self, shared: &mut Vec<&'a Shared>) -> Value {
+    fn skeleton<'a>(&'a self, shared: &mut Vec<&'a Shared<'d>>) -> Value {
         match self {
-            Node::Leaf(v) => v.clone(),
+            Node::Leaf(v) => v.clone().into_owned(),
             Node::Object(m) => Value::Object(
                 m.iter()
-                    .map(|(k, v)| (k.clone(), v.skeleton(shared)))
+                    .map(|(k, v)| (k.to_string(), v.skeleton(shared)))
                     .collect::<Map<_, _>>(),
             ),
             Node::Array(a) => Value::Array(a.iter().map(|n| n.skeleton(shared)).collect()),

@@ -13,6 +13,8 @@
 //! The plan records every such mapping, so the gateway puts each argument
 //! back under its wire name.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::node::{Node, Object};
@@ -27,16 +29,16 @@ use crate::spec::{resolve, Document, OperationSite};
 /// An operation-level problem: the operation is rejected with this message.
 pub struct Invalid(pub String);
 
-pub struct Arguments {
-    pub input_schema: Node,
+pub struct Arguments<'d> {
+    pub input_schema: Node<'d>,
     pub plan: RequestPlan,
 }
 
-struct Param {
+struct Param<'d> {
     name: String,
     location: ParamLocation,
     required: bool,
-    schema: Node,
+    schema: Node<'d>,
     style: ParamStyle,
     explode: bool,
     allow_reserved: bool,
@@ -76,11 +78,11 @@ fn loc_str(l: ParamLocation) -> &'static str {
 
 /// Collects path-level and operation-level parameters (operation wins on
 /// the same name and location), resolving `$ref`s.
-fn collect_params(
-    doc: &Document,
-    site: &OperationSite<'_>,
-    conv: &mut SchemaConverter<'_>,
-) -> Result<Vec<Param>, Invalid> {
+fn collect_params<'d>(
+    doc: &'d Document,
+    site: &OperationSite<'d>,
+    conv: &mut SchemaConverter<'d>,
+) -> Result<Vec<Param<'d>>, Invalid> {
     let mut raw: Vec<(&Value, String)> = Vec::new();
     let lists = [
         (
@@ -163,7 +165,7 @@ fn collect_params(
         }
         if p.get("deprecated") == Some(&Value::Bool(true)) {
             if let Some(m) = schema.object_mut() {
-                m.insert("deprecated".into(), Node::Leaf(Value::Bool(true)));
+                m.insert("deprecated".into(), Node::owned(Value::Bool(true)));
             }
         }
         if let Some(ex) = p.get("example") {
@@ -171,7 +173,7 @@ fn collect_params(
                 if let Some(m) = schema.object_mut() {
                     m.insert(
                         "examples".into(),
-                        Node::Leaf(Value::Array(vec![ex.clone()])),
+                        Node::owned(Value::Array(vec![ex.clone()])),
                     );
                 }
             }
@@ -259,7 +261,7 @@ fn encoding_of(media: &str) -> BodyEncoding {
     }
 }
 
-fn is_binary_string(s: &Node) -> bool {
+fn is_binary_string(s: &Node<'_>) -> bool {
     s.get("type").and_then(Node::as_str) == Some("string")
         && matches!(
             s.get("format").and_then(Node::as_str),
@@ -269,7 +271,7 @@ fn is_binary_string(s: &Node) -> bool {
             && s.get("type").and_then(Node::as_str) == Some("string")
 }
 
-fn base64_string(mut s: Object, what: &str) -> Node {
+fn base64_string<'d>(mut s: Object<'d>, what: &str) -> Node<'d> {
     s.insert("type".into(), Node::string("string"));
     s.insert("contentEncoding".into(), Node::string("base64"));
     s.swap_remove("format");
@@ -282,30 +284,30 @@ fn base64_string(mut s: Object, what: &str) -> Node {
 }
 
 /// Builds the input schema and request plan of one operation.
-pub fn arguments(
-    doc: &Document,
-    site: &OperationSite<'_>,
+pub fn arguments<'d>(
+    doc: &'d Document,
+    site: &OperationSite<'d>,
     method: &str,
-    conv: &mut SchemaConverter<'_>,
+    conv: &mut SchemaConverter<'d>,
     options: &CompileOptions,
-) -> Result<Arguments, Invalid> {
+) -> Result<Arguments<'d>, Invalid> {
     let params = collect_params(doc, site, conv)?;
     let mut properties = Object::new();
     let mut required: Vec<String> = Vec::new();
     let mut bindings = Vec::new();
     for p in params {
         let mut arg = p.name.clone();
-        if properties.contains_key(&arg) {
+        if properties.contains_key(arg.as_str()) {
             arg = format!("{}_{}", p.name, loc_str(p.location));
         }
-        if properties.contains_key(&arg) {
+        if properties.contains_key(arg.as_str()) {
             return Err(Invalid(format!(
                 "parameter {:?} in {} is declared twice",
                 p.name,
                 loc_str(p.location)
             )));
         }
-        properties.insert(arg.clone(), p.schema);
+        properties.insert(Cow::Owned(arg.clone()), p.schema);
         if p.required {
             required.push(arg.clone());
         }
@@ -320,7 +322,7 @@ pub fn arguments(
         });
     }
     for extra in &options.tools.extra_parameters {
-        if properties.contains_key(&extra.name) {
+        if properties.contains_key(extra.name.as_str()) {
             continue; // the operation declares it itself
         }
         let mut schema = Node::from(
@@ -333,7 +335,7 @@ pub fn arguments(
             m.entry("description".into())
                 .or_insert_with(|| Node::string(d.clone()));
         }
-        properties.insert(extra.name.clone(), schema);
+        properties.insert(Cow::Owned(extra.name.clone()), schema);
         if extra.required {
             required.push(extra.name.clone());
         }
@@ -367,14 +369,14 @@ pub fn arguments(
     if !required.is_empty() {
         input.insert(
             "required".into(),
-            Node::Leaf(Value::Array(
+            Node::owned(Value::Array(
                 required.into_iter().map(Value::String).collect(),
             )),
         );
     }
     input.insert(
         "additionalProperties".into(),
-        Node::Leaf(Value::Bool(options.schema.additional_properties)),
+        Node::owned(Value::Bool(options.schema.additional_properties)),
     );
     Ok(Arguments {
         input_schema: Node::Object(input),
@@ -388,12 +390,12 @@ pub fn arguments(
     })
 }
 
-fn request_body(
-    rb: &Value,
+fn request_body<'d>(
+    rb: &'d Value,
     at: &str,
-    conv: &mut SchemaConverter<'_>,
+    conv: &mut SchemaConverter<'d>,
     options: &CompileOptions,
-    properties: &mut Object,
+    properties: &mut Object<'d>,
     required: &mut Vec<String>,
 ) -> Result<Option<BodyPlan>, Invalid> {
     let Some(content) = rb.get("content").and_then(Value::as_object) else {
@@ -450,14 +452,14 @@ fn request_body(
                                 .swap_remove("items")
                                 .and_then(Node::into_object)
                                 .map(|o| base64_string(o, "file content"))
-                                .unwrap_or(Node::Leaf(Value::Null));
+                                .unwrap_or(Node::owned(Value::Null));
                             m.insert("items".into(), item);
                             Node::Object(m)
                         } else {
                             base64_string(m, "file content")
                         };
                     }
-                    binary_fields.push(name.clone());
+                    binary_fields.push(name.to_string());
                 }
             }
             let mut m = Object::with_capacity(4);
@@ -469,7 +471,7 @@ fn request_body(
             if !req.is_empty() {
                 m.insert(
                     "required".into(),
-                    Node::Leaf(Value::Array(req.into_iter().map(Value::String).collect())),
+                    Node::owned(Value::Array(req.into_iter().map(Value::String).collect())),
                 );
             }
             schema = Node::Object(m);
@@ -514,21 +516,24 @@ fn request_body(
                 let (props, req) = take_flat(schema);
                 let mut fields = Vec::new();
                 for (name, s) in props {
-                    let mut arg = name.clone();
-                    if properties.contains_key(&arg) {
+                    let mut arg = name.to_string();
+                    if properties.contains_key(arg.as_str()) {
                         arg = format!("body_{name}");
                         let mut n = 2;
-                        while properties.contains_key(&arg) {
+                        while properties.contains_key(arg.as_str()) {
                             arg = format!("body_{name}_{n}");
                             n += 1;
                         }
                     }
                     // A body field is only required when the body is.
-                    if body_required && req.contains(&name) {
+                    if body_required && req.iter().any(|r| *r == *name) {
                         required.push(arg.clone());
                     }
-                    properties.insert(arg.clone(), s);
-                    fields.push(FieldBinding { arg, name });
+                    properties.insert(Cow::Owned(arg.clone()), s);
+                    fields.push(FieldBinding {
+                        arg,
+                        name: name.into_owned(),
+                    });
                 }
                 BodySource::Merged { fields }
             }
@@ -545,22 +550,22 @@ fn request_body(
     }))
 }
 
-fn nest(
-    schema: Node,
+fn nest<'d>(
+    schema: Node<'d>,
     body_required: bool,
-    properties: &mut Object,
+    properties: &mut Object<'d>,
     required: &mut Vec<String>,
 ) -> BodySource {
     let mut arg = "body".to_string();
-    if properties.contains_key(&arg) {
+    if properties.contains_key(arg.as_str()) {
         arg = "request_body".to_string();
         let mut n = 2;
-        while properties.contains_key(&arg) {
+        while properties.contains_key(arg.as_str()) {
             arg = format!("request_body_{n}");
             n += 1;
         }
     }
-    properties.insert(arg.clone(), schema);
+    properties.insert(Cow::Owned(arg.clone()), schema);
     if body_required {
         required.push(arg.clone());
     }

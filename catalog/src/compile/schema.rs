@@ -16,6 +16,7 @@
 //! keeps large specs (thousands of refs) linear rather than exponential, and
 //! shared rather than copied ([`Node::Shared`]).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
@@ -48,9 +49,9 @@ fn limits(dir: Dir) -> (usize, usize) {
 /// Maximum nesting depth of the walk.
 const MAX_DEPTH: usize = 48;
 
-struct Memo {
+struct Memo<'d> {
     /// Always [`Node::Shared`]: a hit costs a reference count.
-    node: Node,
+    node: Node<'d>,
     nodes: usize,
 }
 
@@ -58,7 +59,7 @@ struct Memo {
 pub struct SchemaConverter<'d> {
     doc: &'d Document,
     /// Keyed by ref, direction and ref depth (depth cuts depend on it).
-    memo: HashMap<(String, Dir, usize), Memo>,
+    memo: HashMap<(String, Dir, usize), Memo<'d>>,
     /// Refs being expanded, innermost last.
     stack: Vec<String>,
     nodes: usize,
@@ -75,13 +76,13 @@ pub struct SchemaConverter<'d> {
 
 /// Result of converting a subtree: the lowest stack index it was cut at
 /// (if any) says whether the result depends on the current stack.
-struct Out {
-    node: Node,
+struct Out<'d> {
+    node: Node<'d>,
     cut_at: Option<usize>,
 }
 
-impl Out {
-    fn plain(node: Node) -> Out {
+impl<'d> Out<'d> {
+    fn plain(node: Node<'d>) -> Self {
         Out { node, cut_at: None }
     }
 }
@@ -115,7 +116,7 @@ impl<'d> SchemaConverter<'d> {
 
     /// Converts one top-level schema (a parameter's, a body's, a
     /// response's). `at` is its JSON pointer, used in warnings.
-    pub fn convert(&mut self, schema: &Value, at: &str, dir: Dir) -> Node {
+    pub fn convert(&mut self, schema: &'d Value, at: &str, dir: Dir) -> Node<'d> {
         self.nodes = 0;
         self.budget_cuts = 0;
         self.stack.clear();
@@ -174,7 +175,7 @@ impl<'d> SchemaConverter<'d> {
         len
     }
 
-    fn open_schema(description: String) -> Node {
+    fn open_schema(description: String) -> Node<'d> {
         let mut m = Object::with_capacity(1);
         m.insert("description".into(), Node::string(description));
         Node::Object(m)
@@ -183,10 +184,10 @@ impl<'d> SchemaConverter<'d> {
     /// Marks that a budget cut happened during the current top-level
     /// conversion; such expansions depend on the budget left and are never
     /// memoised.
-    fn walk(&mut self, schema: &Value, dir: Dir, depth: usize) -> Out {
+    fn walk(&mut self, schema: &'d Value, dir: Dir, depth: usize) -> Out<'d> {
         self.nodes += 1;
         let obj = match schema {
-            Value::Bool(_) => return Out::plain(Node::Leaf(schema.clone())),
+            Value::Bool(_) => return Out::plain(Node::borrowed(schema)),
             Value::Object(o) => o,
             // Not a schema at all: the most honest conversion is "anything".
             _ => return Out::plain(Node::default()),
@@ -214,13 +215,12 @@ impl<'d> SchemaConverter<'d> {
                 if let Some(target) = out.node.object_mut() {
                     for key in SIBLINGS {
                         if let Some(v) = obj.get(key) {
-                            let k = if key == "example" { "examples" } else { key };
-                            let v = if key == "example" {
-                                Value::Array(vec![v.clone()])
+                            let (k, v) = if key == "example" {
+                                ("examples", Node::owned(Value::Array(vec![v.clone()])))
                             } else {
-                                v.clone()
+                                (key, Node::borrowed(v))
                             };
-                            target.insert(k.to_string(), Node::Leaf(v));
+                            target.insert(k.into(), v);
                         }
                     }
                     if nullable {
@@ -234,7 +234,7 @@ impl<'d> SchemaConverter<'d> {
         self.walk_object(obj, dir, depth)
     }
 
-    fn expand_ref(&mut self, r: &str, dir: Dir, depth: usize) -> Out {
+    fn expand_ref(&mut self, r: &str, dir: Dir, depth: usize) -> Out<'d> {
         let Some(ptr) = ref_pointer(r) else {
             // External refs were refused at load time unless allowed; an
             // allowed one cannot be fetched by a pure compiler.
@@ -320,7 +320,7 @@ impl<'d> SchemaConverter<'d> {
         }
     }
 
-    fn walk_object(&mut self, obj: &Map<String, Value>, dir: Dir, depth: usize) -> Out {
+    fn walk_object(&mut self, obj: &'d Map<String, Value>, dir: Dir, depth: usize) -> Out<'d> {
         let v30 = self.doc.version != Version::OpenApi31;
         // Sized up front: growing an index map reallocates both its entries
         // and its table, and this runs for every node of every schema.
@@ -339,7 +339,7 @@ impl<'d> SchemaConverter<'d> {
                             out.insert("type".into(), Node::string("string"));
                             out.insert("format".into(), Node::string("binary"));
                         } else {
-                            out.insert("type".into(), Node::Leaf(t_value(t, v)));
+                            out.insert("type".into(), t_value(t, v));
                         }
                     } else {
                         self.warn_once(
@@ -364,9 +364,9 @@ impl<'d> SchemaConverter<'d> {
                         let o = self.walk(s, dir, depth + 1);
                         self.ptr.truncate(l);
                         cut = min_cut(cut, o.cut_at);
-                        m.insert(name.clone(), o.node);
+                        m.insert(Cow::Borrowed(name.as_str()), o.node);
                     }
-                    out.insert(key.clone(), Node::Object(m));
+                    out.insert(Cow::Borrowed(key.as_str()), Node::Object(m));
                 }
                 "items" => {
                     if let Value::Array(items) = v {
@@ -383,7 +383,7 @@ impl<'d> SchemaConverter<'d> {
                     } else {
                         let o = self.walk(v, dir, depth + 1);
                         cut = min_cut(cut, o.cut_at);
-                        out.insert(key.clone(), o.node);
+                        out.insert(Cow::Borrowed(key.as_str()), o.node);
                     }
                 }
                 "additionalProperties"
@@ -397,7 +397,7 @@ impl<'d> SchemaConverter<'d> {
                 | "else" => {
                     let o = self.walk(v, dir, depth + 1);
                     cut = min_cut(cut, o.cut_at);
-                    out.insert(key.clone(), o.node);
+                    out.insert(Cow::Borrowed(key.as_str()), o.node);
                 }
                 "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
                     let Some(items) = v.as_array() else { continue };
@@ -416,10 +416,10 @@ impl<'d> SchemaConverter<'d> {
                     // empty schema) can never hold: every instance matches
                     // that branch and any other it fits. anyOf keeps the
                     // intent and stays satisfiable.
-                    let key = if key == "oneOf" && arr.iter().any(is_open) {
-                        "anyOf".to_string()
+                    let key: Cow<'d, str> = if key == "oneOf" && arr.iter().any(is_open) {
+                        Cow::Borrowed("anyOf")
                     } else {
-                        key.clone()
+                        Cow::Borrowed(key.as_str())
                     };
                     match out.get_mut(&key) {
                         // Both oneOf (degraded) and anyOf present.
@@ -435,7 +435,7 @@ impl<'d> SchemaConverter<'d> {
                                 ),
                             ];
                             // swap_remove: the order serde_json's map gave.
-                            out.swap_remove(&key);
+                            out.swap_remove(key.as_ref());
                             match out.get_mut("allOf") {
                                 Some(Node::Array(a)) => a.append(&mut all),
                                 _ => {
@@ -452,7 +452,10 @@ impl<'d> SchemaConverter<'d> {
                     if let Some(items) = v.as_array() {
                         let names: Vec<Value> =
                             items.iter().filter(|x| x.is_string()).cloned().collect();
-                        out.insert(key.clone(), Node::Leaf(Value::Array(dedup(names))));
+                        out.insert(
+                            Cow::Borrowed(key.as_str()),
+                            Node::owned(Value::Array(dedup(names))),
+                        );
                     } else {
                         self.warn_once(
                             format!("required:{}", self.ptr),
@@ -464,7 +467,7 @@ impl<'d> SchemaConverter<'d> {
                 "pattern" => {
                     if let Some(p) = v.as_str() {
                         if self.pattern_valid(p) {
-                            out.insert(key.clone(), Node::Leaf(v.clone()));
+                            out.insert(Cow::Borrowed(key.as_str()), Node::borrowed(v));
                         } else {
                             self.warn_once(
                                 format!("pattern:{}", self.ptr),
@@ -476,14 +479,20 @@ impl<'d> SchemaConverter<'d> {
                 }
                 "enum" => {
                     if let Some(a) = v.as_array().filter(|a| !a.is_empty()) {
-                        out.insert(key.clone(), Node::Leaf(Value::Array(dedup(a.clone()))));
+                        out.insert(
+                            Cow::Borrowed(key.as_str()),
+                            Node::owned(Value::Array(dedup(a.clone()))),
+                        );
                     }
                 }
                 "example" if !obj.contains_key("examples") => {
-                    out.insert("examples".into(), Node::Leaf(Value::Array(vec![v.clone()])));
+                    out.insert(
+                        "examples".into(),
+                        Node::owned(Value::Array(vec![v.clone()])),
+                    );
                 }
                 _ if scalar_keyword_ok(key, v) => {
-                    out.insert(key.clone(), Node::Leaf(v.clone()));
+                    out.insert(Cow::Borrowed(key.as_str()), Node::borrowed(v));
                 }
                 // OpenAPI-only (`nullable` handled below, `discriminator`,
                 // `xml`, `externalDocs`), extensions, and identifiers that
@@ -505,14 +514,17 @@ impl<'d> SchemaConverter<'d> {
             }
         }
         if !dropped_props.is_empty() {
-            if let Some(Node::Leaf(Value::Array(req))) = out.get_mut("required") {
-                req.retain(|r| {
-                    !r.as_str()
-                        .is_some_and(|s| dropped_props.iter().any(|d| d == s))
-                });
+            if let Some(Node::Leaf(req)) = out.get_mut("required") {
+                if let Value::Array(req) = req.to_mut() {
+                    req.retain(|r| {
+                        !r.as_str()
+                            .is_some_and(|s| dropped_props.iter().any(|d| d == s))
+                    });
+                }
             }
         }
-        if matches!(out.get("required"), Some(Node::Leaf(Value::Array(a))) if a.is_empty()) {
+        if matches!(out.get("required"), Some(Node::Leaf(a)) if a.as_array().is_some_and(Vec::is_empty))
+        {
             out.swap_remove("required");
         }
         let node = if obj.get("nullable") == Some(&Value::Bool(true)) {
@@ -564,12 +576,12 @@ fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
 }
 
 /// A schema that accepts every instance: no keyword but annotations.
-fn is_open(s: &Node) -> bool {
+fn is_open(s: &Node<'_>) -> bool {
     match s.resolved() {
-        Node::Leaf(Value::Bool(b)) => *b,
+        Node::Leaf(v) => v.as_bool() == Some(true),
         Node::Object(m) => m.keys().all(|k| {
             matches!(
-                k.as_str(),
+                k.as_ref(),
                 "description"
                     | "title"
                     | "examples"
@@ -604,17 +616,17 @@ fn convert_type(v: &Value) -> Option<&str> {
     }
 }
 
-fn t_value(kind: &str, original: &Value) -> Value {
+fn t_value<'d>(kind: &str, original: &'d Value) -> Node<'d> {
     match (kind, original) {
         ("array", Value::Array(a)) => {
             let d = dedup(a.clone());
-            if d.len() == 1 {
+            Node::owned(if d.len() == 1 {
                 d.into_iter().next().unwrap_or(Value::Null)
             } else {
                 Value::Array(d)
-            }
+            })
         }
-        _ => original.clone(),
+        _ => Node::borrowed(original),
     }
 }
 
@@ -631,18 +643,20 @@ fn dedup(items: Vec<Value>) -> Vec<Value> {
 /// 3.0 `nullable: true` as JSON Schema: `null` added to `type` (and to
 /// `enum`, which would otherwise still refuse it), or `anyOf [schema, null]`
 /// when there is no type to extend.
-pub fn make_nullable(mut m: Object) -> Node {
+pub fn make_nullable(mut m: Object<'_>) -> Node<'_> {
     let null = Value::String("null".into());
     match m.get_mut("type") {
-        Some(Node::Leaf(Value::String(t))) => {
-            if t != "null" {
-                let t = Value::String(std::mem::take(t));
-                m.insert("type".into(), Node::Leaf(Value::Array(vec![t, null])));
+        Some(Node::Leaf(t)) if t.is_string() => {
+            if t.as_str() != Some("null") {
+                let t = t.clone().into_owned();
+                m.insert("type".into(), Node::owned(Value::Array(vec![t, null])));
             }
         }
-        Some(Node::Leaf(Value::Array(a))) => {
-            if !a.contains(&null) {
-                a.push(null);
+        Some(Node::Leaf(a)) if a.is_array() => {
+            if let Value::Array(a) = a.to_mut() {
+                if !a.contains(&null) {
+                    a.push(null);
+                }
             }
         }
         _ => {
@@ -664,9 +678,11 @@ pub fn make_nullable(mut m: Object) -> Node {
             return Node::Object(wrapper);
         }
     }
-    if let Some(Node::Leaf(Value::Array(e))) = m.get_mut("enum") {
-        if !e.contains(&Value::Null) {
-            e.push(Value::Null);
+    if let Some(Node::Leaf(e)) = m.get_mut("enum") {
+        if e.as_array().is_some_and(|e| !e.contains(&Value::Null)) {
+            if let Value::Array(e) = e.to_mut() {
+                e.push(Value::Null);
+            }
         }
     }
     Node::Object(m)
@@ -674,7 +690,7 @@ pub fn make_nullable(mut m: Object) -> Node {
 
 /// Whether a converted schema describes an object (usable as an MCP
 /// `inputSchema`/`outputSchema` root or as a mergeable body).
-pub fn is_object_schema(s: &Node) -> bool {
+pub fn is_object_schema(s: &Node<'_>) -> bool {
     match s.get("type") {
         Some(t) => t.as_str() == Some("object"),
         None => {
@@ -690,7 +706,7 @@ pub fn is_object_schema(s: &Node) -> bool {
 /// it (a property name declared twice, non-object parts, oneOf/anyOf at the
 /// top). Borrows: callers decide on the names before [`take_flat`] moves the
 /// schemas out, so bodies are never copied.
-pub fn flat_property_names(s: &Node) -> Option<Vec<&str>> {
+pub fn flat_property_names<'a>(s: &'a Node<'_>) -> Option<Vec<&'a str>> {
     let mut names = Vec::new();
     let mut seen = HashSet::new();
     collect_flat_names(s, &mut names, &mut seen)?;
@@ -698,7 +714,7 @@ pub fn flat_property_names(s: &Node) -> Option<Vec<&str>> {
 }
 
 fn collect_flat_names<'a>(
-    s: &'a Node,
+    s: &'a Node<'_>,
     names: &mut Vec<&'a str>,
     seen: &mut HashSet<&'a str>,
 ) -> Option<()> {
@@ -708,10 +724,10 @@ fn collect_flat_names<'a>(
     }
     if let Some(p) = obj.get("properties").and_then(Node::as_object) {
         for k in p.keys() {
-            if !seen.insert(k.as_str()) {
+            if !seen.insert(k.as_ref()) {
                 return None;
             }
-            names.push(k.as_str());
+            names.push(k.as_ref());
         }
     }
     if let Some(Node::Array(parts)) = obj.get("allOf").map(Node::resolved) {
@@ -725,7 +741,7 @@ fn collect_flat_names<'a>(
 /// Moves a schema's flattened `(properties, required)` out of it. Only
 /// meaningful once [`flat_property_names`] has accepted the schema: a name
 /// declared twice would be overwritten here.
-pub fn take_flat(s: Node) -> (Object, Vec<String>) {
+pub fn take_flat(s: Node<'_>) -> (Object<'_>, Vec<String>) {
     let mut props = Object::new();
     let mut required = Vec::new();
     let Some(obj) = s.into_object() else {
@@ -733,21 +749,23 @@ pub fn take_flat(s: Node) -> (Object, Vec<String>) {
     };
     let mut parts = None;
     for (k, v) in obj {
-        match k.as_str() {
+        match k.as_ref() {
             "properties" => {
                 if let Some(p) = v.into_object() {
                     props = p;
                 }
             }
             "required" => {
-                if let Node::Leaf(Value::Array(r)) = v {
-                    required = r
-                        .into_iter()
-                        .filter_map(|x| match x {
-                            Value::String(s) => Some(s),
-                            _ => None,
-                        })
-                        .collect();
+                if let Node::Leaf(r) = v {
+                    if let Value::Array(r) = r.into_owned() {
+                        required = r
+                            .into_iter()
+                            .filter_map(|x| match x {
+                                Value::String(s) => Some(s),
+                                _ => None,
+                            })
+                            .collect();
+                    }
                 }
             }
             "allOf" => match v {

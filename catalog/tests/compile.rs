@@ -599,3 +599,44 @@ fn a_2xx_range_response_gives_the_output_schema() {
     );
     assert_eq!(t.responses[0].status, "2XX");
 }
+
+#[test]
+fn an_extra_parameter_with_an_invalid_schema_is_a_settings_error_naming_it() {
+    let mut o = CompileOptions::default();
+    o.tools.extra_parameters = vec![catalog::ExtraParameter {
+        name: "sudo".into(),
+        location: ParamLocation::Query,
+        required: false,
+        description: None,
+        schema: Some(json!({"type": "text"})),
+    }];
+    let e = compile_with(&three_ops(), &[], &o).unwrap_err();
+    let CompileError::Options { field, message } = &e else {
+        panic!("expected a settings error, got {e:?}")
+    };
+    assert_eq!(field, "tools.extraParameters[0].schema");
+    assert!(message.contains("text"), "{message}");
+}
+
+#[test]
+fn a_malformed_keyword_in_a_shared_component_is_dropped_not_fatal() {
+    // `dependentRequired` lists must be unique strings; this component is
+    // inlined into two tools, each of which must still compile.
+    let mut spec = doc30(json!({
+        "/a": {"post": {"operationId": "a", "requestBody": {"content": {"application/json":
+            {"schema": {"$ref": "#/components/schemas/Odd"}}}},
+            "responses": {"200": {"description": "ok"}}}},
+        "/b": {"post": {"operationId": "b", "requestBody": {"content": {"application/json":
+            {"schema": {"$ref": "#/components/schemas/Odd"}}}},
+            "responses": {"200": {"description": "ok"}}}}}));
+    spec["components"]["schemas"]["Odd"] = json!({"type": "object",
+        "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+        "dependentRequired": {"x": ["y", "y"]}});
+    let u = compile(&spec);
+    assert_eq!(u.rejected, vec![], "nothing rejected");
+    for name in ["t__a", "t__b"] {
+        let s = tool(&u, name).input_schema.to_value();
+        assert_eq!(s["properties"]["x"]["type"], "string", "{name}");
+        assert!(s.get("dependentRequired").is_none(), "{name}: {s}");
+    }
+}

@@ -10,6 +10,7 @@
 //!    for the survivors; a failure there rejects only that operation.
 
 mod annotate;
+mod meta;
 pub mod naming;
 mod node;
 mod plan;
@@ -27,7 +28,7 @@ use crate::overlay::Overlay;
 use crate::spec::{self, Document, OperationSite};
 use crate::transform::JqProgram;
 use naming::{Candidate, NameSource};
-use node::{Node, Object};
+use node::{object, Node};
 use schema::{Dir, SchemaConverter};
 
 /// Everything needed to compile one upstream.
@@ -72,6 +73,17 @@ fn check_options(src: &UpstreamSource<'_>) -> Result<(), CompileError> {
             field: "toolPrefix".into(),
             message: format!("{:?} must match ^[A-Za-z0-9_.-]+$", src.prefix),
         });
+    }
+    // A bad schema here would otherwise reject every tool it is added to.
+    for (i, extra) in src.options.tools.extra_parameters.iter().enumerate() {
+        if let Some(schema) = &extra.schema {
+            if let Err(e) = jsonschema::draft202012::meta::validate(schema) {
+                return Err(CompileError::Options {
+                    field: format!("tools.extraParameters[{i}].schema"),
+                    message: format!("is not valid JSON Schema 2020-12: {e}"),
+                });
+            }
+        }
     }
     naming::check_settings(src.prefix, &src.options.naming)
 }
@@ -528,9 +540,9 @@ fn success_responses<'d>(
                 out.output = Some(schema);
                 out.wrap = Some(OutputWrap::Body);
             } else {
-                let mut props = Object::with_capacity(1);
+                let mut props = object(1);
                 props.insert("result".into(), schema);
-                let mut m = Object::with_capacity(3);
+                let mut m = object(3);
                 m.insert("type".into(), Node::string("object"));
                 m.insert("properties".into(), Node::Object(props));
                 m.insert(

@@ -23,7 +23,16 @@ use serde_json::{Map, Value};
 
 use crate::model::Schema;
 
-pub type Object<'d> = IndexMap<Cow<'d, str>, Node<'d>>;
+/// Objects keep insertion order, as `serde_json`'s map does (the catalog's
+/// key order, and so its hash, depend on it). foldhash rather than SipHash:
+/// every node of every schema is an insert here, and foldhash still seeds
+/// per process.
+pub type Object<'d> = IndexMap<Cow<'d, str>, Node<'d>, foldhash::fast::RandomState>;
+
+/// An empty object with room for `capacity` keys.
+pub fn object<'d>(capacity: usize) -> Object<'d> {
+    Object::with_capacity_and_hasher(capacity, Default::default())
+}
 
 #[derive(Debug, Clone)]
 pub enum Node<'d> {
@@ -79,7 +88,7 @@ impl Serialize for Node<'_> {
 
 impl Default for Node<'_> {
     fn default() -> Self {
-        Node::Object(Object::new())
+        Node::Object(object(0))
     }
 }
 
@@ -194,34 +203,86 @@ impl<'d> Node<'d> {
     }
 
     /// Whether the schema is valid under the JSON Schema 2020-12
-    /// meta-schema. Checked piecewise: each shared expansion once, and the
-    /// rest with shared parts replaced by `true` — the meta-schema judges
-    /// every subschema on its own, so the verdicts compose.
+    /// meta-schema. Checked piecewise: each shared expansion once (the
+    /// verdict is cached), and the rest with shared parts read as `true`
+    /// (see [`super::meta`]).
     pub fn meta_valid(&self) -> bool {
-        let mut shared = Vec::new();
-        let skeleton = self.skeleton(&mut shared);
-        jsonschema::draft202012::meta::is_valid(&skeleton) && shared.iter().all(|s| s.meta_valid())
+        match self {
+            Node::Shared(sh) => sh.meta_valid(),
+            n => super::meta::is_valid(n) && n.shared_parts_valid(),
+        }
     }
 
-    fn skeleton<'a>(&'a self, shared: &mut Vec<&'a Shared<'d>>) -> Value {
+    fn shared_parts_valid(&self) -> bool {
         match self {
-            Node::Leaf(v) => v.clone().into_owned(),
-            Node::Object(m) => Value::Object(
-                m.iter()
-                    .map(|(k, v)| (k.to_string(), v.skeleton(shared)))
-                    .collect::<Map<_, _>>(),
-            ),
-            Node::Array(a) => Value::Array(a.iter().map(|n| n.skeleton(shared)).collect()),
-            // Shared nodes are only ever placed where a schema goes.
-            Node::Shared(sh) => {
-                shared.push(sh);
-                Value::Bool(true)
-            }
+            Node::Leaf(_) => true,
+            Node::Object(m) => m.values().all(Node::shared_parts_valid),
+            Node::Array(a) => a.iter().all(Node::shared_parts_valid),
+            Node::Shared(sh) => sh.meta_valid(),
         }
     }
 
     /// The compact JSON text, shared parts copied as bytes.
     pub fn to_schema(&self) -> Schema {
         Schema::from_raw(render(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn samples() -> Vec<Value> {
+        vec![
+            json!({}),
+            json!({"type": ["string", "null"], "minLength": 1}),
+            json!({"properties": {"a": true, "b": {"type": "integer", "minimum": 0}}, "required": ["a"]}),
+            json!({"anyOf": [{"type": "string"}, false], "examples": [1, "x"], "$comment": "c"}),
+            json!({"unknownKeyword": 5, "enum": [1, null]}),
+            json!({"type": 5}),
+            json!({"minLength": -1}),
+            json!({"required": ["a", "a"]}),
+            json!({"properties": {"a": {"type": "nope"}}}),
+            json!({"prefixItems": [1]}),
+            json!({"allOf": []}),
+            json!({"dependentRequired": {"a": 5}}),
+            json!({"enum": "x"}),
+            json!({"items": {"items": {"pattern": 7}}}),
+        ]
+    }
+
+    #[test]
+    fn the_in_place_check_agrees_with_jsonschemas_own() {
+        for v in samples() {
+            let expected = jsonschema::draft202012::meta::is_valid(&v);
+            assert_eq!(Node::from(v.clone()).meta_valid(), expected, "{v}");
+        }
+    }
+
+    #[test]
+    fn a_shared_part_is_judged_on_its_own_wherever_it_is_embedded() {
+        for v in samples() {
+            let expected = jsonschema::draft202012::meta::is_valid(&v);
+            let shared = Node::from(v.clone()).share();
+            let mut props = object(1);
+            props.insert("p".into(), shared.clone());
+            let mut root = object(2);
+            root.insert("type".into(), Node::string("object"));
+            root.insert("properties".into(), Node::Object(props));
+            let root = Node::Object(root);
+            assert_eq!(shared.meta_valid(), expected, "{v}");
+            assert_eq!(root.meta_valid(), expected, "{v} embedded");
+            assert!(
+                !Node::Array(vec![shared]).meta_valid(),
+                "an array is not a schema"
+            );
+            // What is listed is the whole text, shared parts included.
+            let text = root.to_schema();
+            assert_eq!(
+                text.to_value(),
+                json!({"type": "object", "properties": {"p": v}})
+            );
+        }
     }
 }

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::node::{Node, Object};
+use super::node::{object, Node, Object};
 use super::schema::{flat_property_names, is_object_schema, take_flat, Dir, SchemaConverter};
 use crate::model::{
     BodyEncoding, BodyPlan, BodySource, FieldBinding, ParamBinding, ParamLocation, ParamStyle,
@@ -292,7 +292,7 @@ pub fn arguments<'d>(
     options: &CompileOptions,
 ) -> Result<Arguments<'d>, Invalid> {
     let params = collect_params(doc, site, conv)?;
-    let mut properties = Object::new();
+    let mut properties = object(0);
     let mut required: Vec<String> = Vec::new();
     let mut bindings = Vec::new();
     for p in params {
@@ -363,7 +363,7 @@ pub fn arguments<'d>(
         }
     };
 
-    let mut input = Object::with_capacity(4);
+    let mut input = object(4);
     input.insert("type".into(), Node::string("object"));
     input.insert("properties".into(), Node::Object(properties));
     if !required.is_empty() {
@@ -462,7 +462,7 @@ fn request_body<'d>(
                     binary_fields.push(name.to_string());
                 }
             }
-            let mut m = Object::with_capacity(4);
+            let mut m = object(4);
             m.insert("type".into(), Node::string("object"));
             if let Some(d) = description {
                 m.insert("description".into(), d);

@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::node::{Node, Object};
+use super::node::{object, Node, Object};
 use crate::model::Warning;
 use crate::spec::{ref_pointer, Document, Version};
 
@@ -176,7 +176,7 @@ impl<'d> SchemaConverter<'d> {
     }
 
     fn open_schema(description: String) -> Node<'d> {
-        let mut m = Object::with_capacity(1);
+        let mut m = object(1);
         m.insert("description".into(), Node::string(description));
         Node::Object(m)
     }
@@ -324,7 +324,7 @@ impl<'d> SchemaConverter<'d> {
         let v30 = self.doc.version != Version::OpenApi31;
         // Sized up front: growing an index map reallocates both its entries
         // and its table, and this runs for every node of every schema.
-        let mut out = Object::with_capacity(obj.len());
+        let mut out = object(obj.len());
         let mut cut = None;
         let mut dropped_props: Vec<String> = Vec::new();
         let base_len = self.ptr.len();
@@ -351,7 +351,7 @@ impl<'d> SchemaConverter<'d> {
                 }
                 "properties" | "patternProperties" | "dependentSchemas" => {
                     let Some(props) = v.as_object() else { continue };
-                    let mut m = Object::with_capacity(props.len());
+                    let mut m = object(props.len());
                     for (name, s) in props {
                         if key == "properties" && self.hidden_in(s, dir) {
                             dropped_props.push(name.clone());
@@ -570,7 +570,15 @@ fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
         | "$comment" => v.is_string(),
         "const" | "default" => true,
         "examples" => v.is_array(),
-        "dependentRequired" => v.is_object(),
+        // Property name lists, each name once.
+        "dependentRequired" => v.as_object().is_some_and(|m| {
+            m.values().all(|names| {
+                names.as_array().is_some_and(|a| {
+                    a.iter().all(Value::is_string)
+                        && a.iter().enumerate().all(|(i, x)| !a[..i].contains(x))
+                })
+            })
+        }),
         _ => false,
     }
 }
@@ -663,13 +671,13 @@ pub fn make_nullable(mut m: Object<'_>) -> Node<'_> {
             if m.is_empty() {
                 return Node::Object(m);
             }
-            let mut wrapper = Object::new();
+            let mut wrapper = object(0);
             for k in ["description", "title"] {
                 if let Some(v) = m.get(k) {
                     wrapper.insert(k.into(), v.clone());
                 }
             }
-            let mut null_schema = Object::with_capacity(1);
+            let mut null_schema = object(1);
             null_schema.insert("type".into(), Node::string("null"));
             wrapper.insert(
                 "anyOf".into(),
@@ -742,7 +750,7 @@ fn collect_flat_names<'a>(
 /// meaningful once [`flat_property_names`] has accepted the schema: a name
 /// declared twice would be overwritten here.
 pub fn take_flat(s: Node<'_>) -> (Object<'_>, Vec<String>) {
-    let mut props = Object::new();
+    let mut props = object(0);
     let mut required = Vec::new();
     let Some(obj) = s.into_object() else {
         return (props, required);

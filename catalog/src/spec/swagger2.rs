@@ -269,11 +269,32 @@ fn global_name(r: &str, section: &str) -> Option<String> {
 #[derive(Clone)]
 enum Param {
     /// A well-formed body parameter (resolved if it was a `$ref`).
-    Body(Map<String, Value>),
+    Body(Map<String, Value>, Written),
     /// A well-formed formData parameter (resolved if it was a `$ref`).
-    Form(Map<String, Value>),
+    Form(Map<String, Value>, Written),
     /// Anything else: converted in place, or kept as written when malformed.
     Other(Value),
+}
+
+/// How a body or formData parameter was written, to keep it as written when
+/// it cannot become (part of) a request body.
+#[derive(Clone)]
+enum Written {
+    /// Inline: as the parameter map itself.
+    Inline,
+    /// A `$ref` to a global parameter.
+    Ref(Value),
+}
+
+impl Param {
+    /// The parameter as written in the document.
+    fn written(self) -> Value {
+        match self {
+            Param::Body(m, Written::Inline) | Param::Form(m, Written::Inline) => Value::Object(m),
+            Param::Body(_, Written::Ref(r)) | Param::Form(_, Written::Ref(r)) => r,
+            Param::Other(v) => v,
+        }
+    }
 }
 
 struct Converter {
@@ -358,15 +379,15 @@ impl Converter {
         let mut inherited: Vec<Param> = Vec::new();
         let mut out = Map::new();
         let mut item = item;
-        if let Some(Value::Array(params)) = item.get("parameters") {
+        if let Some(Value::Array(params)) = item.get_mut("parameters") {
             let mut kept = Vec::new();
-            for p in params {
+            for p in std::mem::take(params) {
                 match self.classify(p) {
                     Param::Other(v) => kept.push(v),
                     body_or_form => inherited.push(body_or_form),
                 }
             }
-            item.insert("parameters".into(), Value::Array(kept));
+            *params = kept;
         }
         for (key, value) in item {
             if key == "parameters" && value.as_array().is_some_and(Vec::is_empty) {
@@ -383,21 +404,37 @@ impl Converter {
 
     /// Sorts a parameter into body / formData / other, resolving `$ref`s to
     /// global body/formData parameters (3.0 cannot reference those).
-    fn classify(&self, p: &Value) -> Param {
-        let mut cur = p;
+    fn classify(&self, p: Value) -> Param {
+        // The global parameter `p` refers to, if it is a `$ref`.
+        let mut target: Option<&Value> = None;
         for _ in 0..MAX_REF_CHAIN {
+            let cur = target.unwrap_or(&p);
             let Some(r) = cur.get("$ref").and_then(Value::as_str) else {
                 break;
             };
             match global_name(r, "parameters").and_then(|n| self.parameters.get(&n)) {
-                Some(target) => cur = target,
-                None => return Param::Other(p.clone()),
+                Some(t) => target = Some(t),
+                None => return Param::Other(p),
             }
         }
-        match (param_in(cur), cur) {
-            (Some("body"), Value::Object(m)) if is_inlinable(cur) => Param::Body(m.clone()),
-            (Some("formData"), Value::Object(m)) if is_inlinable(cur) => Param::Form(m.clone()),
-            _ => Param::Other(convert_param_value(p.clone())),
+        let body_or_form = |v: &Value| match param_in(v) {
+            Some("body") if is_inlinable(v) => Some(true),
+            Some("formData") if is_inlinable(v) => Some(false),
+            _ => None,
+        };
+        match target {
+            // Globals are shared by every operation referring to them.
+            Some(t @ Value::Object(m)) => match body_or_form(t) {
+                Some(true) => Param::Body(m.clone(), Written::Ref(p)),
+                Some(false) => Param::Form(m.clone(), Written::Ref(p)),
+                None => Param::Other(convert_param_value(p)),
+            },
+            Some(_) => Param::Other(convert_param_value(p)),
+            None => match (body_or_form(&p), p) {
+                (Some(true), Value::Object(m)) => Param::Body(m, Written::Inline),
+                (Some(false), Value::Object(m)) => Param::Form(m, Written::Inline),
+                (_, p) => Param::Other(convert_param_value(p)),
+            },
         }
     }
 
@@ -416,27 +453,27 @@ impl Converter {
         let produces =
             produces.map_or_else(|| self.produces.clone(), |p| non_empty_or_json(Some(p)));
 
+        let mut op = op;
         let mut body: Option<Map<String, Value>> = None;
         let mut form: Vec<Map<String, Value>> = Vec::new();
         let mut params: Option<Vec<Value>> = None;
-        if let Some(Value::Array(list)) = op.get("parameters") {
+        if let Some(Value::Array(list)) = op.get_mut("parameters") {
             let mut kept = Vec::new();
-            for p in list {
+            for p in std::mem::take(list) {
                 match self.classify(p) {
-                    Param::Body(b) if body.is_none() && form.is_empty() => body = Some(b),
-                    Param::Form(f) if body.is_none() => form.push(f),
+                    Param::Body(b, _) if body.is_none() && form.is_empty() => body = Some(b),
+                    Param::Form(f, _) if body.is_none() => form.push(f),
                     // A second body, or body mixed with formData, is invalid
                     // 2.0: keep it as written so the operation is rejected.
-                    Param::Body(_) | Param::Form(_) => kept.push(p.clone()),
-                    Param::Other(v) => kept.push(v),
+                    other => kept.push(other.written()),
                 }
             }
             params = Some(kept);
         }
         for p in inherited {
             match p {
-                Param::Body(b) if body.is_none() && form.is_empty() => body = Some(b.clone()),
-                Param::Form(f)
+                Param::Body(b, _) if body.is_none() && form.is_empty() => body = Some(b.clone()),
+                Param::Form(f, _)
                     if body.is_none() && !form.iter().any(|g| g.get("name") == f.get("name")) =>
                 {
                     form.push(f.clone());
@@ -679,25 +716,48 @@ fn convert_header(h: Map<String, Value>) -> Map<String, Value> {
 /// Builds a 3.0 schema from the schema keywords of a 2.0 non-body
 /// parameter, items or header object.
 fn simple_schema(m: &Map<String, Value>, depth: usize) -> Value {
-    let mut schema = Map::new();
-    for key in SCHEMA_KEYS {
-        let Some(v) = m.get(key) else { continue };
-        let v = match (key, v) {
-            ("items", Value::Object(items)) if items.contains_key("$ref") || depth > MAX_DEPTH => {
-                convert_schema(v.clone(), depth + 1)
-            }
-            ("items", Value::Object(items)) => simple_schema(items, depth + 1),
-            _ => v.clone(),
-        };
-        schema.insert(key.into(), v);
+    let mut keywords = SchemaKeywords::default();
+    for (key, v) in m {
+        if key == "x-nullable" {
+            keywords.nullable = v.as_bool();
+        } else if let Some(i) = SCHEMA_KEYS.iter().position(|s| s == key) {
+            keywords.values[i] = Some(v.clone());
+        }
     }
-    if schema.get("type").and_then(Value::as_str) == Some("file") {
-        make_binary(&mut schema);
+    keywords.into_schema(depth)
+}
+
+/// The [`SCHEMA_KEYS`] values of a 2.0 non-body parameter, items or header
+/// object (collected in one pass: a lookup per keyword was a large share of
+/// converting a 2.0 document), and its `x-nullable`.
+#[derive(Default)]
+struct SchemaKeywords {
+    values: [Option<Value>; SCHEMA_KEYS.len()],
+    nullable: Option<bool>,
+}
+
+impl SchemaKeywords {
+    fn into_schema(self, depth: usize) -> Value {
+        let mut schema = Map::new();
+        for (key, v) in SCHEMA_KEYS.iter().zip(self.values) {
+            let Some(v) = v else { continue };
+            let v = match (*key, v) {
+                ("items", v @ Value::Object(_)) if v.get("$ref").is_some() || depth > MAX_DEPTH => {
+                    convert_schema(v, depth + 1)
+                }
+                ("items", Value::Object(items)) => simple_schema(&items, depth + 1),
+                (_, v) => v,
+            };
+            schema.insert((*key).into(), v);
+        }
+        if schema.get("type").and_then(Value::as_str) == Some("file") {
+            make_binary(&mut schema);
+        }
+        if let Some(b) = self.nullable {
+            schema.insert("nullable".into(), Value::Bool(b));
+        }
+        Value::Object(schema)
     }
-    if let Some(Value::Bool(b)) = m.get("x-nullable") {
-        schema.insert("nullable".into(), Value::Bool(*b));
-    }
-    Value::Object(schema)
 }
 
 fn make_binary(schema: &mut Map<String, Value>) {
@@ -742,28 +802,32 @@ fn convert_param(m: Map<String, Value>) -> Map<String, Value> {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let schema = match m.get("schema") {
-        Some(s @ Value::Object(_)) => convert_schema(s.clone(), 0),
-        _ => simple_schema(&m, 0),
-    };
-    let is_array = schema.get("type").and_then(Value::as_str) == Some("array");
-    let format = m
-        .get("collectionFormat")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let mut out = Map::new();
+    // One pass, moving values: parameters are most of a 2.0 document.
+    let mut keywords = SchemaKeywords::default();
+    let mut schema = None;
+    let mut format = None;
+    let mut out = Map::with_capacity(m.len());
     for (key, value) in m {
         match key.as_str() {
-            k if SCHEMA_KEYS.contains(&k) => {}
-            "schema" | "collectionFormat" | "x-nullable" => {}
+            "schema" => schema = Some(value),
+            "collectionFormat" => format = value.as_str().map(str::to_string),
+            "x-nullable" => keywords.nullable = value.as_bool(),
             "x-example" => {
                 out.insert("example".into(), value);
             }
-            _ => {
-                out.insert(key, value);
-            }
+            k => match SCHEMA_KEYS.iter().position(|s| *s == k) {
+                Some(i) => keywords.values[i] = Some(value),
+                None => {
+                    out.insert(key, value);
+                }
+            },
         }
     }
+    let schema = match schema {
+        Some(s @ Value::Object(_)) => convert_schema(s, 0),
+        _ => keywords.into_schema(0),
+    };
+    let is_array = schema.get("type").and_then(Value::as_str) == Some("array");
     if is_array {
         let (style, explode, note) = collection_style(&location, format.as_deref());
         out.insert("style".into(), Value::from(style));

@@ -640,3 +640,30 @@ fn a_malformed_keyword_in_a_shared_component_is_dropped_not_fatal() {
         assert!(s.get("dependentRequired").is_none(), "{name}: {s}");
     }
 }
+
+#[test]
+fn a_catalog_round_trips_through_json_and_yaml_with_compact_schema_text() {
+    let u = compile(&doc30(json!({"/pets": {"post": {"operationId": "add",
+        "requestBody": {"content": {"application/json":
+            {"schema": {"$ref": "#/components/schemas/Pet"}}}},
+        "responses": {"200": {"description": "ok", "content": {"application/json":
+            {"schema": {"$ref": "#/components/schemas/Pet"}}}}}}}})));
+    let catalog = catalog::Catalog::new(vec![u]);
+    let t = &catalog.upstreams[0].tools[0];
+    // The text is the compact form of the value, and is what a catalog
+    // file embeds.
+    let input = t.input_schema.to_value();
+    assert_eq!(t.input_schema.as_str(), input.to_string());
+    let pretty = serde_json::to_string_pretty(&catalog).unwrap();
+    assert!(pretty.contains(t.input_schema.as_str()));
+
+    let from_json: catalog::Catalog = serde_json::from_str(&pretty).unwrap();
+    assert_eq!(from_json, catalog);
+    let yaml = yaml_serde::to_string(&serde_json::from_str::<Value>(&pretty).unwrap()).unwrap();
+    let from_yaml: catalog::Catalog = yaml_serde::from_str(&yaml).unwrap();
+    assert_eq!(from_yaml, catalog);
+    // Re-sealing what was read gives the same hash: nothing changed.
+    let mut again = from_yaml.upstreams[0].clone();
+    again.seal();
+    assert_eq!(again.hash, catalog.upstreams[0].hash);
+}

@@ -420,24 +420,30 @@ fn build_tool<'d>(
     // check is the safety net that keeps a bad schema out of the gateway.
     // Response schemas are checked too: the gateway compiles them all, and
     // one bad schema would make it refuse the whole catalog.
-    let mut checked = vec![("inputSchema".to_string(), Some(&input))];
-    checked.push(("outputSchema".to_string(), output.as_ref()));
-    for (status, _, s) in &responses {
-        checked.push((format!("responses[{status}].schema"), s.as_ref()));
-    }
-    for (what, s) in checked {
+    let invalid_schema = |what: String, s: &Node<'_>| {
+        // Only now the whole value, for the validator's message.
+        let e = match jsonschema::draft202012::meta::validate(&s.to_value()) {
+            Err(e) => e.to_string(),
+            Ok(()) => "rejected by the meta-schema".to_string(),
+        };
+        reject(
+            site,
+            method,
+            RejectReason::SchemaInvalid,
+            format!("generated {what} is not valid JSON Schema 2020-12: {e}"),
+        )
+    };
+    for (what, s) in [
+        ("inputSchema", Some(&input)),
+        ("outputSchema", output.as_ref()),
+    ] {
         if let Some(s) = s.filter(|s| !s.meta_valid()) {
-            // Only now the whole value and the validator's message.
-            let e = match jsonschema::draft202012::meta::validate(&s.to_value()) {
-                Err(e) => e.to_string(),
-                Ok(()) => "rejected by the meta-schema".to_string(),
-            };
-            return Err(reject(
-                site,
-                method,
-                RejectReason::SchemaInvalid,
-                format!("generated {what} is not valid JSON Schema 2020-12: {e}"),
-            ));
+            return Err(invalid_schema(what.to_string(), s));
+        }
+    }
+    for (status, _, s) in &responses {
+        if let Some(s) = s.as_ref().filter(|s| !s.meta_valid()) {
+            return Err(invalid_schema(format!("responses[{status}].schema"), s));
         }
     }
     let responses = responses

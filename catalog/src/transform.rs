@@ -172,6 +172,13 @@ pub struct JqCompileError {
 #[error("jq: {0}")]
 pub struct JqRunError(pub String);
 
+impl JqRunError {
+    /// Whether the run was stopped by its time limit (not a jq error).
+    pub fn is_timeout(&self) -> bool {
+        self.0.starts_with("timed out")
+    }
+}
+
 /// Bounds of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JqLimits {

@@ -667,3 +667,30 @@ fn a_catalog_round_trips_through_json_and_yaml_with_compact_schema_text() {
     again.seal();
     assert_eq!(again.hash, catalog.upstreams[0].hash);
 }
+
+#[test]
+fn a_transform_that_never_finishes_is_dry_run_once_per_compile() {
+    // One overlay puts the same endless filter on every operation: the
+    // first tool's dry run times out, the others are rejected without
+    // running it again.
+    let ov = overlay(json!([{"target": "$.paths.*.*",
+        "update": {"x-mcp-request-transform": "def f: f; f"}}]));
+    let u = compile_with(&three_ops(), &[ov], &CompileOptions::default()).unwrap();
+    assert!(u.tools.is_empty(), "{:?}", u.tools);
+    assert_eq!(u.rejected.len(), 3);
+    assert!(u
+        .rejected
+        .iter()
+        .all(|r| r.reason == RejectReason::TransformInvalid));
+    let first = &u.rejected[0];
+    assert!(first.message.contains("timed out"), "{}", first.message);
+    for r in &u.rejected[1..] {
+        assert!(
+            r.message.contains(
+                "timed out on a synthetic input of t__list_pets (the same program); not run again"
+            ),
+            "{}",
+            r.message
+        );
+    }
+}

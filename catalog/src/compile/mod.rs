@@ -16,6 +16,8 @@ mod node;
 mod plan;
 mod schema;
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 use crate::error::CompileError;
@@ -51,6 +53,21 @@ const DRY_RUN_LIMITS: crate::transform::JqLimits = crate::transform::JqLimits {
     timeout: std::time::Duration::from_millis(500),
     max_output_bytes: 1 << 20,
 };
+
+/// Wall-clock time one compile may spend dry-running transforms. NB: one
+/// overlay can set a transform on every operation (`$.paths.*.*`); without
+/// a bound, a filter that never finishes would cost its timeout per tool —
+/// minutes of one reconcile for a large API.
+const DRY_RUN_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Dry-run bookkeeping of one compile.
+#[derive(Default)]
+struct DryRuns {
+    /// Programs that ran out of time, by extension and source, with the tool
+    /// they timed out on: not run again.
+    timed_out: HashMap<(&'static str, String), String>,
+    spent: std::time::Duration,
+}
 
 /// Name of the opt-in raw request tool (after the separator).
 pub const RAW_TOOL: &str = "api_request";
@@ -227,6 +244,7 @@ fn compile_document(
     let keep = naming::resolve_conflicts(&candidates, options.naming.conflict_resolution)?;
 
     let mut conv = SchemaConverter::new(doc);
+    let mut dry_runs = DryRuns::default();
     let mut tools = Vec::new();
     for (draft, keep) in drafts.into_iter().zip(keep.iter().copied()) {
         if !keep {
@@ -241,7 +259,7 @@ fn compile_document(
             ));
             continue;
         }
-        match build_tool(doc, &draft, &mut conv, options) {
+        match build_tool(doc, &draft, &mut conv, &mut dry_runs, options) {
             Ok(tool) => tools.push(tool),
             Err(r) => rejected.push(*r),
         }
@@ -344,6 +362,7 @@ fn build_tool<'d>(
     doc: &'d Document,
     draft: &Draft<'d>,
     conv: &mut SchemaConverter<'d>,
+    dry_runs: &mut DryRuns,
     options: &CompileOptions,
 ) -> Result<Tool, Box<Rejected>> {
     let site = &draft.site;
@@ -404,7 +423,12 @@ fn build_tool<'d>(
     let input = args.input_schema;
     if !transforms.is_empty() {
         let body = body_schema(output_schema.as_ref(), output_wrap);
-        check_transforms(site, method, &transforms, &input.to_value(), body.as_ref())?;
+        let inputs = DryRunInputs {
+            tool: &draft.name,
+            input: &input.to_value(),
+            body: body.as_ref(),
+        };
+        check_transforms(site, method, &transforms, &inputs, dry_runs)?;
     }
 
     // The response transform reshapes the body, so the body's schema no
@@ -576,14 +600,23 @@ fn body_schema(output: Option<&Node<'_>>, wrap: Option<OutputWrap>) -> Option<Va
     }
 }
 
+/// What a tool's transforms are dry-run on.
+struct DryRunInputs<'a> {
+    tool: &'a str,
+    input: &'a Value,
+    body: Option<&'a Value>,
+}
+
 /// Compiles each transform and dry-runs it on synthetic inputs; a transform
-/// that fails on every input rejects the tool with the jq error.
+/// that fails on every input rejects the tool with the jq error. A run that
+/// times out ends the transform's dry run (and every later tool's with the
+/// same program); so does a compile's spent [`DRY_RUN_BUDGET`].
 fn check_transforms(
     site: &OperationSite<'_>,
     method: &str,
     t: &Transforms,
-    input_schema: &Value,
-    body_schema: Option<&Value>,
+    on: &DryRunInputs<'_>,
+    dry_runs: &mut DryRuns,
 ) -> Result<(), Box<Rejected>> {
     let fail = |key: &str, msg: String| {
         reject(
@@ -598,25 +631,51 @@ fn check_transforms(
         (
             "x-mcp-request-transform",
             &t.request,
-            crate::synth::instances(input_schema),
+            crate::synth::instances(on.input),
         ),
         (
             "x-mcp-response-transform",
             &t.response,
-            crate::synth::instances(body_schema.unwrap_or(&any)),
+            crate::synth::instances(on.body.unwrap_or(&any)),
         ),
         ("x-mcp-error-transform", &t.error, error_samples()),
     ];
     for (key, src, inputs) in checks {
         let Some(src) = src else { continue };
         let program = JqProgram::compile(src).map_err(|e| fail(key, e.to_string()))?;
+        if let Some(tool) = dry_runs.timed_out.get(&(key, src.clone())) {
+            return Err(fail(
+                key,
+                format!(
+                    "timed out on a synthetic input of {tool} (the same program); not run again"
+                ),
+            ));
+        }
         let mut first_err = None;
         let mut ok = false;
         for input in inputs {
-            match program.run_bounded(input, &DRY_RUN_LIMITS) {
+            if dry_runs.spent >= DRY_RUN_BUDGET {
+                return Err(fail(
+                    key,
+                    format!(
+                        "not dry-run: this compile spent its {DRY_RUN_BUDGET:?} for dry runs on \
+                         transforms that ran long"
+                    ),
+                ));
+            }
+            let started = std::time::Instant::now();
+            let result = program.run_bounded(input, &DRY_RUN_LIMITS);
+            dry_runs.spent += started.elapsed();
+            match result {
                 Ok(_) => {
                     ok = true;
                     break;
+                }
+                Err(e) if e.is_timeout() => {
+                    dry_runs
+                        .timed_out
+                        .insert((key, src.clone()), on.tool.to_string());
+                    return Err(fail(key, format!("fails on a synthetic input: {e}")));
                 }
                 Err(e) => {
                     first_err.get_or_insert(e);

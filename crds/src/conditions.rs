@@ -90,6 +90,10 @@ pub mod reasons {
     /// An McpOverlay's `upstreamRef`/`upstreamSelector` matches no
     /// McpUpstream.
     pub const NO_UPSTREAM: &str = "NoUpstream";
+    /// An McpOverlay was applied to none of its upstreams: they have no
+    /// OpenAPI document to apply it to (the message names each upstream and
+    /// its `SpecResolved` failure).
+    pub const UPSTREAM_NOT_READY: &str = "UpstreamNotReady";
     /// Publishing to the gateway's ConfigMaps failed.
     pub const PUBLISH_FAILED: &str = "PublishFailed";
     /// Published, but not every live gateway replica serves it yet.

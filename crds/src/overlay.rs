@@ -146,8 +146,8 @@ pub struct McpOverlayStatus {
 
     /// `Ready` (applied cleanly to every upstream it targets) and
     /// `OverlaysApplied`; a failing one's reason is `OverlayInvalid`,
-    /// `OverlayTargetUnmatched`, `OverlayNotFound` or `NoUpstream`. Skipped
-    /// when empty.
+    /// `OverlayTargetUnmatched`, `OverlayNotFound`, `NoUpstream` or
+    /// `UpstreamNotReady`. Skipped when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

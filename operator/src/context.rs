@@ -80,10 +80,20 @@ pub struct Summary {
 /// the overlay controller turns these into the overlay's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OverlayOutcome {
-    /// `Err(message)` when this overlay failed for this upstream.
-    pub result: Result<(), String>,
+    /// What applying it to this upstream did.
+    pub result: Applied,
     /// `(action index, target)` of actions that matched nothing.
     pub unmatched: Vec<(u32, String)>,
+}
+
+/// Whether an overlay applied to an upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    Yes,
+    /// It failed for this upstream: the message says how.
+    Failed(String),
+    /// Not tried: the upstream has no document to apply it to.
+    NotTried(String),
 }
 
 /// Counters served at `/metrics`.

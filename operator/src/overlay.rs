@@ -14,7 +14,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use crate::context::{lock, Context, Metrics};
+use crate::context::{lock, Applied, Context, Metrics};
 use crate::status::{self, Cond};
 use crate::upstream::Error;
 
@@ -65,14 +65,16 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
 
     let mut applied_to = Vec::new();
     let mut failed = Vec::new();
+    let mut not_tried = Vec::new();
     let mut unmatched = Vec::new();
     for upstream in &targeted {
         let Some(out) = outcomes.get(upstream) else {
             continue;
         };
         match &out.result {
-            Ok(()) => applied_to.push(upstream.clone()),
-            Err(m) => failed.push(format!("{upstream}: {m}")),
+            Applied::Yes => applied_to.push(upstream.clone()),
+            Applied::Failed(m) => failed.push(format!("{upstream}: {m}")),
+            Applied::NotTried(m) => not_tried.push(format!("{upstream}: {m}")),
         }
         for (action, target) in &out.unmatched {
             unmatched.push(UnmatchedTarget {
@@ -97,19 +99,23 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
             reasons::OVERLAY_INVALID,
             format!("failed on {} upstream(s): {}", failed.len(), failed.join("; ")),
         ),
-        (Ok(()), false, None) if unmatched_count > 0 => Cond::ok(
+        (Ok(()), false, None) if applied_to.is_empty() => Cond::fail(
             types::READY,
-            reasons::APPLIED,
-            format!(
-                "applied to {}; {unmatched_count} action target(s) matched nothing (see status.unmatchedTargets)",
-                applied_to.join(", ")
-            ),
+            reasons::UPSTREAM_NOT_READY,
+            not_tried.join("; "),
         ),
-        (Ok(()), false, None) => Cond::ok(
-            types::READY,
-            reasons::APPLIED,
-            format!("applied to {}", applied_to.join(", ")),
-        ),
+        (Ok(()), false, None) => {
+            let mut message = format!("applied to {}", applied_to.join(", "));
+            if !not_tried.is_empty() {
+                message.push_str(&format!("; {}", not_tried.join("; ")));
+            }
+            if unmatched_count > 0 {
+                message.push_str(&format!(
+                    "; {unmatched_count} action target(s) matched nothing (see status.unmatchedTargets)"
+                ));
+            }
+            Cond::ok(types::READY, reasons::APPLIED, message)
+        }
     };
     let old = o.status.clone().unwrap_or_default();
     let new = McpOverlayStatus {

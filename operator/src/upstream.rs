@@ -35,7 +35,7 @@ use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{lock, Compiled, Context, Metrics, OverlayOutcome, Summary};
+use crate::context::{lock, Applied, Compiled, Context, Metrics, OverlayOutcome, Summary};
 use crate::served::ServedBy;
 use crate::sources;
 use crate::status::{self, Cond};
@@ -577,10 +577,9 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         }
         Published::Not(_) => None,
     };
-    // Without a document no overlay was tried: keep what each overlay last
-    // reported for this upstream rather than dropping it.
-    if spec.is_some() {
-        record_overlays(ctx, u, overlay_outcomes);
+    match &outcome.spec {
+        Ok(()) => record_overlays(ctx, u, overlay_outcomes),
+        Err(f) => record_not_tried(ctx, u, f),
     }
     write_status(ctx, u, &outcome).await?;
 
@@ -683,7 +682,7 @@ async fn load_overlays(
                 outcomes.insert(
                     okey.clone(),
                     OverlayOutcome {
-                        result: Err(f.message.clone()),
+                        result: Applied::Failed(f.message.clone()),
                         unmatched: vec![],
                     },
                 );
@@ -697,7 +696,7 @@ async fn load_overlays(
                 outcomes.insert(
                     okey.clone(),
                     OverlayOutcome {
-                        result: Ok(()),
+                        result: Applied::Yes,
                         unmatched: vec![],
                     },
                 );
@@ -714,7 +713,7 @@ async fn load_overlays(
                 outcomes.insert(
                     okey,
                     OverlayOutcome {
-                        result: Err(f.message.clone()),
+                        result: Applied::Failed(f.message.clone()),
                         unmatched: vec![],
                     },
                 );
@@ -939,7 +938,7 @@ fn attribute_overlays(
                     || f.reason == reasons::OVERLAY_TARGET_UNMATCHED)
                     && f.message.starts_with(&format!("overlay {}", o.name)) =>
             {
-                out.result = Err(f.message.clone());
+                out.result = Applied::Failed(f.message.clone());
             }
             Ok(summary) => {
                 for (_, i) in summary.unmatched.iter().filter(|(n, _)| *n == o.name) {
@@ -975,7 +974,55 @@ fn record_overlays(ctx: &Context, u: &McpUpstream, outcomes: BTreeMap<String, Ov
             }
         }
     }
-    for okey in changed {
+    wake_overlays(ctx, changed);
+}
+
+/// Without a document no overlay was tried. An overlay that has a report
+/// from this upstream keeps it (what it did to the last document); the
+/// others learn why nothing was applied, rather than waiting for a report
+/// that will not come.
+fn record_not_tried(ctx: &Context, u: &McpUpstream, spec: &Failure) {
+    let Some(store) = ctx.overlays.get() else {
+        return;
+    };
+    let all = store.state();
+    let ns = u.namespace().unwrap_or_default();
+    let name = u.name_any();
+    let why = format!(
+        "not applied: no OpenAPI document ({}: {})",
+        spec.reason, spec.message
+    );
+    let mut changed = Vec::new();
+    {
+        let mut outcomes = lock(&ctx.overlay_outcomes);
+        for oname in sources::overlay_order(u, &all) {
+            if !all.iter().any(|o| o.name_any() == oname) {
+                continue;
+            }
+            let okey = format!("{ns}/{oname}");
+            let per = outcomes.entry(okey.clone()).or_default();
+            let stale = match per.get(&name).map(|o| &o.result) {
+                None => true,
+                Some(Applied::NotTried(old)) => *old != why,
+                Some(_) => false,
+            };
+            if stale {
+                per.insert(
+                    name.clone(),
+                    OverlayOutcome {
+                        result: Applied::NotTried(why.clone()),
+                        unmatched: vec![],
+                    },
+                );
+                changed.push(okey);
+            }
+        }
+    }
+    wake_overlays(ctx, changed);
+}
+
+fn wake_overlays(ctx: &Context, overlays: Vec<String>) {
+    for okey in overlays {
         if let Some((ons, oname)) = okey.split_once('/') {
             let _ = ctx.overlay_trigger.send(ObjectRef::new(oname).within(ons));
         }

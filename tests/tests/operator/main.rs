@@ -538,3 +538,60 @@ async fn with_two_replicas_only_the_leader_writes() {
     assert!(writes_by(&w, "replica-b") > 0);
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlay_on_an_upstream_without_a_document_says_so_until_it_applies() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    let (base, _) = spec_server().await;
+    w.apply_upstream(
+        NS,
+        "later",
+        json!({
+            "toolPrefix": "later",
+            "baseUrl": "http://later:8080",
+            "openapi": {"url": format!("{base}/missing.yaml")},
+        }),
+    )
+    .await;
+    wait_ready(&w, NS, "later", "False", "SpecNotFound").await;
+    w.apply_overlay(NS, "hide-writes", json!({
+        "upstreamRef": {"name": "later"},
+        "inline": "overlay: 1.0.0\ninfo: {title: hide, version: '1'}\nactions:\n  - target: $.paths['/pets'].post\n    update: {x-mcp-enabled: false}\n",
+    }))
+    .await;
+    // The upstream never applies it: the overlay's status says why instead
+    // of waiting for a report that will not come.
+    let o = eventually("overlay is UpstreamNotReady", WAIT, || async {
+        let o = w.overlays(NS).get("hide-writes").await.ok()?;
+        let (s, r, _) = overlay_cond(&o, "Ready")?;
+        (s == "False" && r == "UpstreamNotReady").then_some(o)
+    })
+    .await;
+    let (_, _, msg) = overlay_cond(&o, "Ready").expect("ready");
+    assert!(
+        msg.starts_with("later: not applied: no OpenAPI document (SpecNotFound: "),
+        "{msg}"
+    );
+    assert!(msg.contains(&format!("{base}/missing.yaml")), "{msg}");
+    assert!(o.status.expect("status").applied_to.is_empty());
+
+    // Once the upstream has a document, the overlay applies.
+    w.upstreams(NS)
+        .patch(
+            "later",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"openapi": {"url": format!("{base}/openapi.yaml")}}})),
+        )
+        .await
+        .expect("patch");
+    let u = wait_ready(&w, NS, "later", "True", "Published").await;
+    assert_eq!(u.status.and_then(|s| s.tool_count), Some(2));
+    eventually("overlay applied", WAIT, || async {
+        let o = w.overlays(NS).get("hide-writes").await.ok()?;
+        let (s, r, _) = overlay_cond(&o, "Ready")?;
+        (s == "True" && r == "Applied" && o.status?.applied_to == ["later"]).then_some(())
+    })
+    .await;
+    op.stop().await;
+}

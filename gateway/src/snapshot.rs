@@ -520,7 +520,7 @@ fn build_tool(
         name: t.name.clone(),
         title: t.title.clone(),
         description: t.description.clone(),
-        input_schema: catalog::Schema::from_value(&Value::Object(Default::default())),
+        input_schema: catalog::Schema::default(),
         output_schema: None,
         annotations: t.annotations.clone(),
         operation: t.operation.clone(),

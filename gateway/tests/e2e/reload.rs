@@ -92,6 +92,11 @@ async fn failed_reload_keeps_the_previous_catalog() {
     assert_eq!(e.upstream, "pets");
     assert_eq!(e.tool.as_deref(), Some("pets__get_pet"));
     assert_eq!(e.field, "inputSchema");
+    // A boolean schema compiles, but is not a listable MCP inputSchema.
+    bad.upstreams[1].tools[0].input_schema = catalog::Schema::from_value(&json!(true));
+    let e = gw.store.install(&bad).unwrap_err();
+    assert_eq!(e.field, "inputSchema");
+    assert!(e.message.contains("must be a JSON object"), "{}", e.message);
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 9);
     let r = call(&client, "pets__get_pet", json!({"id": "7"})).await;

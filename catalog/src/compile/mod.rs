@@ -627,23 +627,22 @@ fn check_transforms(
         )
     };
     let any = Value::Object(Map::new());
+    // Samples are made only for the transforms there are.
+    let samples = |key: &str| match key {
+        "x-mcp-request-transform" => crate::synth::instances(on.input),
+        "x-mcp-response-transform" => crate::synth::instances(on.body.unwrap_or(&any)),
+        _ => error_samples(),
+    };
     let checks = [
-        (
-            "x-mcp-request-transform",
-            &t.request,
-            crate::synth::instances(on.input),
-        ),
-        (
-            "x-mcp-response-transform",
-            &t.response,
-            crate::synth::instances(on.body.unwrap_or(&any)),
-        ),
-        ("x-mcp-error-transform", &t.error, error_samples()),
+        ("x-mcp-request-transform", &t.request),
+        ("x-mcp-response-transform", &t.response),
+        ("x-mcp-error-transform", &t.error),
     ];
-    for (key, src, inputs) in checks {
+    for (key, src) in checks {
         let Some(src) = src else { continue };
         let program = JqProgram::compile(src).map_err(|e| fail(key, e.to_string()))?;
-        if let Some(tool) = dry_runs.timed_out.get(&(key, src.clone())) {
+        let id = (key, src.clone());
+        if let Some(tool) = dry_runs.timed_out.get(&id) {
             return Err(fail(
                 key,
                 format!(
@@ -653,7 +652,7 @@ fn check_transforms(
         }
         let mut first_err = None;
         let mut ok = false;
-        for input in inputs {
+        for input in samples(key) {
             if dry_runs.spent >= DRY_RUN_BUDGET {
                 return Err(fail(
                     key,
@@ -672,9 +671,7 @@ fn check_transforms(
                     break;
                 }
                 Err(e) if e.is_timeout() => {
-                    dry_runs
-                        .timed_out
-                        .insert((key, src.clone()), on.tool.to_string());
+                    dry_runs.timed_out.insert(id, on.tool.to_string());
                     return Err(fail(key, format!("fails on a synthetic input: {e}")));
                 }
                 Err(e) => {

@@ -156,10 +156,13 @@ fn collect_params<'d>(
             None => Node::default(),
         };
         // Edits copy a shared expansion (one level), so ask before editing.
-        if let Some(desc) = p.get("description").and_then(Value::as_str) {
-            if !desc.is_empty() && schema.get("description").is_none() {
+        if let Some(desc) = p
+            .get("description")
+            .filter(|d| d.as_str().is_some_and(|d| !d.is_empty()))
+        {
+            if schema.get("description").is_none() {
                 if let Some(m) = schema.object_mut() {
-                    m.insert("description".into(), Node::string(desc));
+                    m.insert("description".into(), Node::borrowed(desc));
                 }
             }
         }
@@ -423,10 +426,13 @@ fn request_body<'d>(
         Some(s) => conv.convert(s, &format!("{media_ptr}/schema"), Dir::Request),
         None => Node::default(),
     };
-    if let Some(d) = rb.get("description").and_then(Value::as_str) {
-        if !d.is_empty() && schema.get("description").is_none() {
+    if let Some(d) = rb
+        .get("description")
+        .filter(|d| d.as_str().is_some_and(|d| !d.is_empty()))
+    {
+        if schema.get("description").is_none() {
             if let Some(m) = schema.object_mut() {
-                m.insert("description".into(), Node::string(d));
+                m.insert("description".into(), Node::borrowed(d));
             }
         }
     }

@@ -266,7 +266,6 @@ fn global_name(r: &str, section: &str) -> Option<String> {
 }
 
 /// A parameter as the operation conversion sees it.
-#[derive(Clone)]
 enum Param {
     /// A well-formed body parameter (resolved if it was a `$ref`).
     Body(Map<String, Value>, Written),
@@ -278,7 +277,6 @@ enum Param {
 
 /// How a body or formData parameter was written, to keep it as written when
 /// it cannot become (part of) a request body.
-#[derive(Clone)]
 enum Written {
     /// Inline: as the parameter map itself.
     Inline,

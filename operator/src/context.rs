@@ -134,6 +134,9 @@ pub struct Context {
     pub overlay_outcomes: Mutex<HashMap<String, BTreeMap<String, OverlayOutcome>>>,
     /// Set once the controllers are built (after the context).
     pub upstreams: OnceLock<Store<McpUpstream>>,
+    /// Turns true once `upstreams` holds its first complete list (wait on
+    /// this, never on `Store::wait_until_ready`: see `upstream::run`).
+    pub upstreams_listed: OnceLock<tokio::sync::watch::Receiver<bool>>,
     pub overlays: OnceLock<Store<McpOverlay>>,
     /// Asks the overlay controller to refresh an overlay's status.
     pub overlay_trigger: mpsc::UnboundedSender<ObjectRef<McpOverlay>>,
@@ -170,6 +173,7 @@ impl Context {
             compiled: Mutex::default(),
             overlay_outcomes: Mutex::default(),
             upstreams: OnceLock::new(),
+            upstreams_listed: OnceLock::new(),
             overlays: OnceLock::new(),
             overlay_trigger: tx,
             overlay_trigger_rx: Mutex::new(Some(rx)),

@@ -39,10 +39,10 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
 
     // Upstreams it targets now, by the upstream cache — once that cache
     // has its first list: before, every overlay would look orphaned.
-    let Some(upstreams) = ctx.upstreams.get() else {
+    let (Some(upstreams), Some(listed)) = (ctx.upstreams.get(), ctx.upstreams_listed.get()) else {
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    if upstreams.wait_until_ready().await.is_err() {
+    if listed.clone().wait_for(|listed| *listed).await.is_err() {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let targeted: Vec<String> = upstreams

@@ -29,8 +29,8 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::runtime::finalizer::{finalizer, Event as Finalizer};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, reflector, ObjectRef};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Resource, ResourceExt};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
@@ -110,15 +110,31 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
     }
     let upstreams: Api<McpUpstream> = api(&client, &ns);
     let wc = watcher::Config::default().any_semantic();
-    let controller = Controller::new(upstreams.clone(), wc.clone())
+    // NB: the upstream cache is built here rather than by
+    // `Controller::new` so that its first complete list can be observed
+    // (`listed`). The overlay controller must not wait for it with
+    // `Store::wait_until_ready`: that future keeps a single waker, and the
+    // controller's own runner already waits on it, so a second waiter can
+    // be left asleep for ever (an overlay reconcile stuck mid-way, every
+    // later trigger for it held behind it: an McpOverlay without status).
+    let (store, writer) = reflector::store::<McpUpstream>();
+    let (listed_tx, listed) = tokio::sync::watch::channel(false);
+    let upstream_events = reflector(writer, watcher(upstreams.clone(), wc.clone()))
+        .inspect(move |ev| {
+            if matches!(ev, Ok(watcher::Event::InitDone)) {
+                listed_tx.send_replace(true);
+            }
+        })
+        .applied_objects();
+    let controller = Controller::for_stream(upstream_events, store.clone())
         .trigger_backoff(WatchBackoff::reset_after_quiet())
         .with_config(
             ControllerConfig::default()
                 .concurrency(8)
                 .debounce(Duration::from_millis(20)),
         );
-    let store = controller.store();
     let _ = ctx.upstreams.set(store.clone());
+    let _ = ctx.upstreams_listed.set(listed);
 
     let overlay_controller = Controller::new(api::<McpOverlay>(&client, &ns), wc.clone())
         .trigger_backoff(WatchBackoff::reset_after_quiet());

@@ -80,10 +80,15 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match dispatch(&state, &method, &uri, &headers, &body) {
+    let mut delay = None;
+    let response = match dispatch(&state, &method, &uri, &headers, &body, &mut delay) {
         Ok(r) => r,
         Err(e) => error_response(&e),
+    };
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
     }
+    response
 }
 
 /// A parsed resource path.
@@ -151,6 +156,7 @@ fn dispatch(
     uri: &Uri,
     headers: &HeaderMap,
     body: &Bytes,
+    delay: &mut Option<Duration>,
 ) -> Result<Response, ApiError> {
     let path = uri.path();
     let segs: Vec<&str> = path
@@ -218,7 +224,7 @@ fn dispatch(
         "" => user_agent.split('/').next().unwrap_or_default().to_string(),
         m => m.to_string(),
     };
-    state.count(RequestKey {
+    *delay = state.count(RequestKey {
         verb: verb.into(),
         group: target.group.into(),
         resource: target.plural.into(),

@@ -114,7 +114,14 @@ pub(crate) struct State {
     pub published: Arc<AtomicU64>,
     pub options: Options,
     requests: Mutex<BTreeMap<RequestKey, u64>>,
+    delays: Mutex<Vec<Delay>>,
     addr: OnceLock<String>,
+}
+
+/// Latency injected into the responses to some requests.
+struct Delay {
+    filter: Box<dyn Fn(&RequestKey) -> bool + Send + Sync>,
+    by: Duration,
 }
 
 impl State {
@@ -123,9 +130,19 @@ impl State {
         self.store.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn count(&self, key: RequestKey) {
+    /// Records a request; returns how long to hold its response back.
+    fn count(&self, key: RequestKey) -> Option<Duration> {
+        let delay = self
+            .delays
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|d| (d.filter)(&key))
+            .map(|d| d.by)
+            .max();
         let mut r = self.requests.lock().unwrap_or_else(|p| p.into_inner());
         *r.entry(key).or_default() += 1;
+        delay
     }
 
     fn addr(&self) -> &str {
@@ -202,6 +219,7 @@ impl ApiServer {
             cut,
             options: self.options,
             requests: Mutex::new(BTreeMap::new()),
+            delays: Mutex::default(),
             addr: OnceLock::new(),
         });
         let _ = state.addr.set(local.to_string());
@@ -362,6 +380,25 @@ impl ApiServerHandle {
             .filter(|(k, _)| filter(k))
             .map(|(_, n)| n)
             .sum()
+    }
+
+    /// Holds back the response to every request matching `filter` by
+    /// `by`, as a slow or distant API server would (the response reflects
+    /// the state when the request arrived). Lets tests force orderings that
+    /// otherwise happen only under load.
+    pub fn delay(
+        &self,
+        filter: impl Fn(&RequestKey) -> bool + Send + Sync + 'static,
+        by: Duration,
+    ) {
+        self.state
+            .delays
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Delay {
+                filter: Box::new(filter),
+                by,
+            });
     }
 
     pub fn reset_requests(&self) {

@@ -485,6 +485,34 @@ async fn a_restarted_operator_writes_nothing_when_nothing_changed() {
     op.stop().await;
 }
 
+/// An overlay can be reconciled before the upstream cache holds its first
+/// list (the two caches fill from separate watches). Its reconcile then
+/// waits for that list; it must be woken when the list arrives. Slowing the
+/// operator's upstream LISTs forces the ordering that otherwise happens
+/// only under load (it lost the overlay's status about once in six runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlay_reconciled_before_the_upstream_cache_is_listed_gets_its_status() {
+    let w = World::new().await;
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    w.apply_overlay(NS, "o", json!({
+        "upstreamRef": {"name": "pets"},
+        "inline": "overlay: 1.0.0\ninfo: {title: o, version: '1'}\nactions:\n  - target: $.info\n    update: {description: x}\n",
+    }))
+    .await;
+    w.server.delay(
+        |r| r.user == "operator" && r.verb == "list" && r.resource == "mcpupstreams",
+        Duration::from_millis(1500),
+    );
+    let op = w.operator("operator", false);
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    eventually("overlay ready", WAIT, || async {
+        let o = w.overlays(NS).get("o").await.ok()?;
+        (overlay_cond(&o, "Ready")?.0 == "True").then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_operator_recovers_from_cut_watch_streams() {
     let (w, op) = World::with_pets().await;

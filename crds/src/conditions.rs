@@ -61,6 +61,9 @@ pub mod reasons {
     /// URL unreachable or answering an error status (the message carries the
     /// URL and status).
     pub const SPEC_NOT_FOUND: &str = "SpecNotFound";
+    /// The OpenAPI document at `spec.openapi.url` is larger than the
+    /// operator's cap (`--max-spec-bytes`).
+    pub const SPEC_TOO_LARGE: &str = "SpecTooLarge";
     /// The OpenAPI document was read but is not a valid OpenAPI 2.0/3.x
     /// document.
     pub const SPEC_INVALID: &str = "SpecInvalid";

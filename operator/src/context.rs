@@ -26,6 +26,10 @@ pub struct Options {
     pub identity: String,
     /// Cap on one upstream's compressed catalog.
     pub max_upstream_bytes: usize,
+    /// Cap on an OpenAPI document fetched from `spec.openapi.url`.
+    pub max_spec_bytes: usize,
+    /// Time allowed for fetching one document, body included.
+    pub spec_fetch_timeout: std::time::Duration,
     pub health_addr: SocketAddr,
     /// Compiles running at once (each is CPU-bound).
     pub compile_concurrency: usize,
@@ -40,6 +44,8 @@ impl Default for Options {
             lease_name: "toolgate-operator".into(),
             identity: "toolgate-operator".into(),
             max_upstream_bytes: catalog::publish::DEFAULT_MAX_UPSTREAM_BYTES,
+            max_spec_bytes: crate::sources::DEFAULT_MAX_SPEC_BYTES,
+            spec_fetch_timeout: crate::sources::DEFAULT_FETCH_TIMEOUT,
             health_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
             compile_concurrency: 2,
         }
@@ -105,6 +111,8 @@ pub struct Metrics {
     pub publishes: AtomicU64,
     pub status_writes: AtomicU64,
     leader: AtomicBool,
+    /// Documents kept for conditional GETs: entries and body bytes.
+    document_cache: (AtomicU64, AtomicU64),
 }
 
 impl Metrics {
@@ -113,6 +121,18 @@ impl Metrics {
     }
     pub fn leader(&self) -> bool {
         self.leader.load(Ordering::Relaxed)
+    }
+    pub fn set_document_cache(&self, entries: usize, bytes: usize) {
+        self.document_cache
+            .0
+            .store(entries as u64, Ordering::Relaxed);
+        self.document_cache.1.store(bytes as u64, Ordering::Relaxed);
+    }
+    pub fn document_cache(&self) -> (u64, u64) {
+        (
+            self.document_cache.0.load(Ordering::Relaxed),
+            self.document_cache.1.load(Ordering::Relaxed),
+        )
     }
     pub fn inc(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
@@ -166,6 +186,7 @@ impl Context {
             publisher: Publisher::new(client.clone(), &options.publish_namespace),
             http: reqwest::Client::builder()
                 .user_agent(concat!("toolgate-operator/", env!("CARGO_PKG_VERSION")))
+                .redirect(crate::sources::redirect_policy())
                 .build()
                 .unwrap_or_default(),
             url_cache: UrlCache::default(),

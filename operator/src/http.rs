@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::Metrics;
 
-/// Binds and serves in the background; returns the bound address.
+/// Serves in the background; returns the bound address.
 pub async fn serve(
-    addr: SocketAddr,
+    listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) -> std::io::Result<SocketAddr> {
@@ -25,7 +25,6 @@ pub async fn serve(
         .route("/readyz", get(|| async { "ok" }))
         .route("/metrics", get(render))
         .with_state(metrics);
-    let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
         let server = axum::serve(listener, app)
@@ -72,6 +71,10 @@ async fn render(State(m): State<Arc<Metrics>>) -> String {
             c.load(Ordering::Relaxed)
         ));
     }
+    let (entries, bytes) = m.document_cache();
+    out.push_str(&format!(
+        "# HELP toolgate_operator_document_cache_entries OpenAPI documents kept for conditional GETs (one per upstream reading a URL).\n# TYPE toolgate_operator_document_cache_entries gauge\ntoolgate_operator_document_cache_entries {entries}\n# HELP toolgate_operator_document_cache_bytes Bytes of those documents.\n# TYPE toolgate_operator_document_cache_bytes gauge\ntoolgate_operator_document_cache_bytes {bytes}\n"
+    ));
     out.push_str(&format!(
         "# HELP toolgate_operator_leader 1 while this replica holds the lease.\n# TYPE toolgate_operator_leader gauge\ntoolgate_operator_leader {}\n",
         u8::from(m.leader())

@@ -50,8 +50,23 @@ pub async fn run(
     options: Options,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.health_addr)
+        .await
+        .with_context(|| format!("health server: binding {}", options.health_addr))?;
+    run_on(client, options, listener, shutdown).await
+}
+
+/// [`run`] with the health server on an already bound listener
+/// (`options.health_addr` is ignored): tests bind port 0 once and read the
+/// port, instead of binding, dropping and hoping to bind it again.
+pub async fn run_on(
+    client: kube::Client,
+    options: Options,
+    listener: tokio::net::TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let metrics = Arc::new(context::Metrics::default());
-    let health = http::serve(options.health_addr, metrics.clone(), shutdown.clone())
+    let health = http::serve(listener, metrics.clone(), shutdown.clone())
         .await
         .context("health server")?;
     tracing::info!(addr = %health, "health and metrics listening");

@@ -44,12 +44,24 @@ struct RunArgs {
     /// Largest gzipped catalog of one upstream; larger ones fail with CatalogTooLarge.
     #[arg(long, default_value_t = catalog::publish::DEFAULT_MAX_UPSTREAM_BYTES)]
     max_upstream_bytes: usize,
+    /// Largest OpenAPI document read from `spec.openapi.url`; larger ones
+    /// fail with SpecTooLarge.
+    #[arg(long, default_value_t = operator::sources::DEFAULT_MAX_SPEC_BYTES)]
+    max_spec_bytes: usize,
+    /// Time allowed for fetching one OpenAPI document, body included
+    /// (e.g. 30s, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    spec_fetch_timeout: std::time::Duration,
     /// Address of /healthz, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_addr: SocketAddr,
     /// Catalog compiles running at once.
     #[arg(long, default_value_t = 2)]
     compile_concurrency: usize,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crds::parse_duration(s).ok_or_else(|| format!("{s:?} is not a duration like 30s or 2m"))
 }
 
 fn identity(given: Option<String>) -> String {
@@ -90,6 +102,8 @@ async fn main() -> anyhow::Result<()> {
         lease_name: args.lease_name,
         identity: identity(args.identity),
         max_upstream_bytes: args.max_upstream_bytes,
+        max_spec_bytes: args.max_spec_bytes,
+        spec_fetch_timeout: args.spec_fetch_timeout,
         health_addr: args.health_addr,
         compile_concurrency: args.compile_concurrency,
     };

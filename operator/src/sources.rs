@@ -15,9 +15,35 @@ use kube::ResourceExt;
 use crate::context::lock;
 use crate::upstream::Failure;
 
-/// Largest OpenAPI document fetched from a URL.
-pub const MAX_SPEC_BYTES: usize = 64 << 20;
-const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default for `--max-spec-bytes`: the largest OpenAPI document fetched
+/// from a URL.
+pub const DEFAULT_MAX_SPEC_BYTES: usize = 64 << 20;
+/// Default for `--spec-fetch-timeout`: the whole GET, body included.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Redirects followed within one origin (other origins are never followed).
+pub const MAX_REDIRECTS: usize = 5;
+
+/// The redirect policy of the operator's HTTP client: follow a few
+/// redirects within the origin of the first URL, never to another origin.
+/// NB: reqwest drops `Authorization` on a cross-origin hop but not the
+/// custom headers of `spec.openapi.headersFrom`, which are as secret; an
+/// upstream author who points the URL at a redirector must not be able to
+/// send them elsewhere. The 3xx is then reported in the condition.
+pub fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else {
+            attempt.follow()
+        }
+    })
+}
 
 /// The resolved OpenAPI document.
 pub struct SpecBytes {
@@ -33,9 +59,54 @@ pub struct OverlaySource {
     pub strict: bool,
 }
 
-/// Conditional GET state per URL: the last ETag and body seen.
+/// The last document fetched for each upstream that reads a URL, for
+/// conditional GETs (`If-None-Match`).
+///
+/// Keyed by upstream (`namespace/name`), not by URL: two upstreams reading
+/// one URL with different `headersFrom` credentials must never be served
+/// each other's body, and an entry must go when its upstream does (or
+/// stops reading that URL), or deleted upstreams' documents pile up.
 #[derive(Default)]
-pub struct UrlCache(Mutex<HashMap<String, (String, Vec<u8>)>>);
+pub struct UrlCache(Mutex<HashMap<String, Cached>>);
+
+pub struct Cached {
+    url: String,
+    /// sha256 of the request headers sent (credentials included).
+    headers: [u8; 32],
+    etag: String,
+    body: Vec<u8>,
+}
+
+impl UrlCache {
+    fn get(&self, upstream: &str, url: &str, headers: &[u8; 32]) -> Option<(String, Vec<u8>)> {
+        lock(&self.0)
+            .get(upstream)
+            .filter(|c| c.url == url && c.headers == *headers)
+            .map(|c| (c.etag.clone(), c.body.clone()))
+    }
+
+    fn put(&self, upstream: &str, entry: Option<Cached>, metrics: &crate::context::Metrics) {
+        let mut map = lock(&self.0);
+        match entry {
+            Some(e) => map.insert(upstream.to_string(), e),
+            None => map.remove(upstream),
+        };
+        metrics.set_document_cache(map.len(), map.values().map(|c| c.body.len()).sum());
+    }
+
+    /// Forgets what was fetched for `upstream` (deleted, or no longer
+    /// reading a URL).
+    pub fn forget(&self, upstream: &str, metrics: &crate::context::Metrics) {
+        self.put(upstream, None, metrics);
+    }
+
+    /// Forgets every upstream `keep` says no longer exists.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool, metrics: &crate::context::Metrics) {
+        let mut map = lock(&self.0);
+        map.retain(|k, _| keep(k));
+        metrics.set_document_cache(map.len(), map.values().map(|c| c.body.len()).sum());
+    }
+}
 
 fn not_found(message: String) -> Failure {
     Failure::new(reasons::SPEC_NOT_FOUND, message)
@@ -65,6 +136,10 @@ pub async fn config_map_key(
 pub async fn spec(ctx: &crate::Context, u: &McpUpstream) -> Result<SpecBytes, Failure> {
     let ns = u.namespace().unwrap_or_default();
     let src = &u.spec.openapi;
+    let key = format!("{ns}/{}", u.name_any());
+    if src.url.is_none() {
+        ctx.url_cache.forget(&key, &ctx.metrics);
+    }
     if let Some(text) = &src.inline {
         return Ok(SpecBytes {
             document: format!("McpUpstream {ns}/{} spec.openapi.inline", u.name_any()),
@@ -98,7 +173,7 @@ pub async fn spec(ctx: &crate::Context, u: &McpUpstream) -> Result<SpecBytes, Fa
                 })?,
             None => BTreeMap::new(),
         };
-        let bytes = fetch(ctx, url, &headers).await?;
+        let bytes = fetch(ctx, &key, url, &headers).await?;
         return Ok(SpecBytes {
             document: url.clone(),
             bytes,
@@ -110,34 +185,73 @@ pub async fn spec(ctx: &crate::Context, u: &McpUpstream) -> Result<SpecBytes, Fa
     ))
 }
 
-/// GET with `If-None-Match`; a 304 reuses the cached body.
+/// GET with `If-None-Match`; a 304 reuses the cached body. Bounded in
+/// time (`--spec-fetch-timeout`, the body included) and size
+/// (`--max-spec-bytes`, checked as it streams).
 async fn fetch(
     ctx: &crate::Context,
+    upstream: &str,
     url: &str,
     headers: &BTreeMap<String, Vec<u8>>,
 ) -> Result<Vec<u8>, Failure> {
-    let mut req = ctx.http.get(url).timeout(FETCH_TIMEOUT);
+    use sha2::{Digest, Sha256};
+    let timeout = ctx.options.spec_fetch_timeout;
+    let max = ctx.options.max_spec_bytes;
+    let mut digest = Sha256::new();
+    let mut req = ctx.http.get(url).timeout(timeout);
     for (k, v) in headers {
+        digest.update((k.len() as u64).to_le_bytes());
+        digest.update(k.as_bytes());
+        digest.update((v.len() as u64).to_le_bytes());
+        digest.update(v);
         req = req.header(k.as_str(), v.as_slice());
     }
-    let cached = lock(&ctx.url_cache.0).get(url).cloned();
+    let headers_digest: [u8; 32] = digest.finalize().into();
+    let cached = ctx.url_cache.get(upstream, url, &headers_digest);
     if let Some((etag, _)) = &cached {
         req = req.header("If-None-Match", etag.as_str());
     }
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| not_found(format!("spec.openapi.url: GET {url} failed: {e}")))?;
+    let failed = |e: reqwest::Error| {
+        let what = if e.is_timeout() {
+            format!(
+                "timed out after {} s (--spec-fetch-timeout)",
+                timeout.as_secs_f32()
+            )
+        } else {
+            format!("failed: {e}")
+        };
+        not_found(format!("spec.openapi.url: GET {url} {what}"))
+    };
+    let resp = req.send().await.map_err(failed)?;
     let status = resp.status();
     if status == reqwest::StatusCode::NOT_MODIFIED {
         if let Some((_, body)) = cached {
             return Ok(body);
         }
     }
+    if status.is_redirection() {
+        let to = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("?");
+        return Err(not_found(format!(
+            "spec.openapi.url: GET {url} returned HTTP {status} to {to}; redirects to another origin are not followed (they would carry spec.openapi.headersFrom): set spec.openapi.url to the final URL"
+        )));
+    }
     if !status.is_success() {
         return Err(not_found(format!(
             "spec.openapi.url: GET {url} returned HTTP {status}"
         )));
+    }
+    let too_large = || {
+        Failure::new(
+            reasons::SPEC_TOO_LARGE,
+            format!("spec.openapi.url: {url} is larger than {max} bytes (--max-spec-bytes)"),
+        )
+    };
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err(too_large());
     }
     let etag = resp
         .headers()
@@ -147,21 +261,26 @@ async fn fetch(
     let mut body = Vec::new();
     let mut resp = resp;
     while let Some(chunk) = resp.chunk().await.map_err(|e| {
-        not_found(format!(
-            "spec.openapi.url: GET {url}: reading the body: {e}"
-        ))
+        if e.is_timeout() {
+            failed(e)
+        } else {
+            not_found(format!(
+                "spec.openapi.url: GET {url}: reading the body: {e}"
+            ))
+        }
     })? {
-        if body.len() + chunk.len() > MAX_SPEC_BYTES {
-            return Err(Failure::new(
-                reasons::SPEC_INVALID,
-                format!("spec.openapi.url: {url} is larger than {MAX_SPEC_BYTES} bytes"),
-            ));
+        if body.len() + chunk.len() > max {
+            return Err(too_large());
         }
         body.extend_from_slice(&chunk);
     }
-    if let Some(etag) = etag {
-        lock(&ctx.url_cache.0).insert(url.to_string(), (etag, body.clone()));
-    }
+    let entry = etag.map(|etag| Cached {
+        url: url.to_string(),
+        headers: headers_digest,
+        etag,
+        body: body.clone(),
+    });
+    ctx.url_cache.put(upstream, entry, &ctx.metrics);
     Ok(body)
 }
 

@@ -396,6 +396,15 @@ async fn cleanup(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         tracing::info!(upstream = %source, "unpublished");
     }
     lock(&ctx.compiled).remove(&source);
+    ctx.url_cache.forget(&source, &ctx.metrics);
+    if let Some(store) = ctx.upstreams.get() {
+        // Also upstreams whose deletion this replica did not see (it was
+        // not the leader then).
+        let live: std::collections::HashSet<String> =
+            store.state().iter().map(|u| key(u)).collect();
+        ctx.url_cache
+            .retain(|k| k != source && live.contains(k), &ctx.metrics);
+    }
     let mut outcomes = lock(&ctx.overlay_outcomes);
     for (overlay, per) in outcomes.iter_mut() {
         if per.remove(&u.name_any()).is_some() {

@@ -81,11 +81,16 @@ async fn applied_upstream_is_published_and_ready() {
 
 /// The operator's `toolgate_operator_compiles_total`.
 async fn compiles(addr: std::net::SocketAddr) -> u64 {
+    metric(addr, "toolgate_operator_compiles_total").await
+}
+
+/// One unlabelled sample of the operator's `/metrics`.
+async fn metric(addr: std::net::SocketAddr, name: &str) -> u64 {
     let body = reqwest_get(&format!("http://{addr}/metrics")).await;
     body.lines()
-        .find_map(|l| l.strip_prefix("toolgate_operator_compiles_total "))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
-        .expect("compiles metric")
+        .unwrap_or_else(|| panic!("no metric {name} in {body}"))
 }
 
 async fn reqwest_get(url: &str) -> String {
@@ -110,10 +115,8 @@ async fn reqwest_get(url: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_to_one_upstream_recompiles_only_that_one() {
     let w = World::new().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port");
-    let op = w.operator_with("operator", false, port);
+    let op = w.operator("operator", false);
+    let port = op.health;
     w.apply_upstream(NS, "a", inline(PETSTORE, "a")).await;
     w.apply_upstream(NS, "b", inline(PETSTORE, "b")).await;
     wait_ready(&w, NS, "a", "True", "Published").await;
@@ -402,6 +405,231 @@ async fn specs_from_urls_are_fetched_and_failures_name_url_and_status() {
     let u = wait_ready(&w, NS, "unreachable", "False", "SpecNotFound").await;
     let (_, _, msg) = cond(&u, "Ready").expect("cond");
     assert!(msg.contains("http://127.0.0.1:9/openapi.yaml"), "{msg}");
+    op.stop().await;
+}
+
+/// A loopback server that records the `x-api-key` each request carried.
+async fn recording_server(
+    app: impl FnOnce(std::sync::Arc<std::sync::Mutex<Vec<String>>>) -> axum::Router,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let addr = toolgate_tests::serve_loopback(app(seen.clone())).await;
+    (format!("http://{addr}"), seen)
+}
+
+fn api_key(headers: &HeaderMap) -> String {
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_string()
+}
+
+async fn apply_secret(w: &World, ns: &str, name: &str, data: serde_json::Value) {
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(w.client.clone(), ns);
+    let s = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": data,
+    }))
+    .expect("secret");
+    secrets
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("create secret");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_url_credentials_never_follow_a_redirect_to_another_origin() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    apply_secret(&w, NS, "spec-creds", json!({"x-api-key": "s3cret"})).await;
+    // Another origin (another port) that would log what it receives.
+    let (elsewhere, leaked) = recording_server(|seen| {
+        axum::Router::new().route(
+            "/openapi.yaml",
+            get(move |headers: HeaderMap| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().expect("lock").push(api_key(&headers));
+                    PETSTORE
+                }
+            }),
+        )
+    })
+    .await;
+    let target = format!("{elsewhere}/openapi.yaml");
+    let (origin, seen) = recording_server(move |seen| {
+        axum::Router::new()
+            .route(
+                "/away",
+                get(move || async move { axum::response::Redirect::temporary(&target) }),
+            )
+            // Within the origin, redirects are followed.
+            .route(
+                "/moved",
+                get(|| async { axum::response::Redirect::permanent("/openapi.yaml") }),
+            )
+            .route(
+                "/openapi.yaml",
+                get(move |headers: HeaderMap| {
+                    let seen = seen.clone();
+                    async move {
+                        seen.lock().expect("lock").push(api_key(&headers));
+                        PETSTORE
+                    }
+                }),
+            )
+    })
+    .await;
+    let spec = |path: &str, prefix: &str| {
+        json!({
+            "toolPrefix": prefix,
+            "baseUrl": "http://pets:8080",
+            "openapi": {"url": format!("{origin}{path}"), "headersFrom": {"name": "spec-creds"}},
+        })
+    };
+    w.apply_upstream(NS, "away", spec("/away", "away")).await;
+    w.apply_upstream(NS, "moved", spec("/moved", "moved")).await;
+    let u = wait_ready(&w, NS, "away", "False", "SpecNotFound").await;
+    let (_, _, msg) = cond(&u, "SpecResolved").expect("cond");
+    assert!(msg.contains("another origin"), "{msg}");
+    assert!(
+        msg.contains(&elsewhere),
+        "the message names where it led: {msg}"
+    );
+    wait_ready(&w, NS, "moved", "True", "Published").await;
+    assert_eq!(*seen.lock().expect("lock"), ["s3cret"]);
+    assert!(
+        leaked.lock().expect("lock").is_empty(),
+        "{:?}",
+        leaked.lock()
+    );
+    op.stop().await;
+}
+
+/// A document fetched for one upstream is never the answer for another
+/// (with other credentials), and goes away with its upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetched_documents_are_kept_per_upstream_and_forgotten_with_it() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    apply_secret(&w, NS, "spec-creds", json!({"x-api-key": "s3cret"})).await;
+    // Checks the ETag before the credentials, as some caches in front of
+    // an API do: a 304 to anybody who knows the ETag.
+    let (base, _) = recording_server(|_| {
+        axum::Router::new().route(
+            "/openapi.yaml",
+            get(|headers: HeaderMap| async move {
+                if headers.get("if-none-match").and_then(|v| v.to_str().ok()) == Some("\"v1\"") {
+                    return StatusCode::NOT_MODIFIED.into_response();
+                }
+                if api_key(&headers) != "s3cret" {
+                    return StatusCode::UNAUTHORIZED.into_response();
+                }
+                ([("etag", "\"v1\"")], PETSTORE).into_response()
+            }),
+        )
+    })
+    .await;
+    let url = format!("{base}/openapi.yaml");
+    w.apply_upstream(
+        NS,
+        "owner",
+        json!({
+            "toolPrefix": "owner",
+            "baseUrl": "http://pets:8080",
+            "openapi": {"url": url, "headersFrom": {"name": "spec-creds"}},
+        }),
+    )
+    .await;
+    wait_ready(&w, NS, "owner", "True", "Published").await;
+    assert_eq!(
+        metric(op.health, "toolgate_operator_document_cache_entries").await,
+        1
+    );
+    assert!(
+        metric(op.health, "toolgate_operator_document_cache_bytes").await >= PETSTORE.len() as u64
+    );
+
+    w.apply_upstream(
+        "team-b",
+        "other",
+        json!({
+            "toolPrefix": "other",
+            "baseUrl": "http://pets:8080",
+            "openapi": {"url": url},
+        }),
+    )
+    .await;
+    let u = wait_ready(&w, "team-b", "other", "False", "SpecNotFound").await;
+    let (_, _, msg) = cond(&u, "SpecResolved").expect("cond");
+    assert!(msg.contains("401"), "{msg}");
+
+    w.upstreams(NS)
+        .delete("owner", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the document forgotten", WAIT, || async {
+        (metric(op.health, "toolgate_operator_document_cache_bytes").await == 0).then_some(())
+    })
+    .await;
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_url_that_trickles_past_the_timeout_says_it_timed_out() {
+    let w = World::new().await;
+    let op = w.operator_with("operator", false, |o| {
+        o.spec_fetch_timeout = Duration::from_secs(1);
+        o.max_spec_bytes = 64 << 10;
+    });
+    let (base, _) = recording_server(|_| {
+        axum::Router::new()
+            .route(
+                "/slow.yaml",
+                get(|| async {
+                    // One byte every 100 ms, for ever.
+                    let s = futures::stream::unfold((), |()| async {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        Some((
+                            Ok::<_, std::convert::Infallible>(axum::body::Bytes::from_static(b" ")),
+                            (),
+                        ))
+                    });
+                    axum::body::Body::from_stream(s)
+                }),
+            )
+            .route(
+                "/endless.yaml",
+                get(|| async {
+                    let s = futures::stream::repeat_with(|| {
+                        Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(vec![b' '; 8192]))
+                    });
+                    axum::body::Body::from_stream(s)
+                }),
+            )
+    })
+    .await;
+    for (name, path) in [("slow", "/slow.yaml"), ("endless", "/endless.yaml")] {
+        w.apply_upstream(
+            NS,
+            name,
+            json!({
+                "toolPrefix": name,
+                "baseUrl": "http://pets:8080",
+                "openapi": {"url": format!("{base}{path}")},
+            }),
+        )
+        .await;
+    }
+    let u = wait_ready(&w, NS, "slow", "False", "SpecNotFound").await;
+    let (_, _, msg) = cond(&u, "SpecResolved").expect("cond");
+    assert!(msg.contains("timed out after 1 s"), "{msg}");
+    let u = wait_ready(&w, NS, "endless", "False", "SpecTooLarge").await;
+    let (_, _, msg) = cond(&u, "SpecResolved").expect("cond");
+    assert!(msg.contains("larger than 65536 bytes"), "{msg}");
     op.stop().await;
 }
 

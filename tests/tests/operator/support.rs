@@ -61,6 +61,8 @@ pub struct World {
 }
 
 pub struct Operator {
+    /// Where its `/metrics` (and probes) listen.
+    pub health: std::net::SocketAddr,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
@@ -104,26 +106,33 @@ impl World {
 
     /// Starts the operator as user `user` (so requests can be told apart).
     pub fn operator(&self, user: &str, leader_election: bool) -> Operator {
-        self.operator_with(user, leader_election, "127.0.0.1:0".parse().expect("addr"))
+        self.operator_with(user, leader_election, |_| {})
     }
 
+    /// An operator with `options` adjusted by `tune`.
     pub fn operator_with(
         &self,
         user: &str,
         leader_election: bool,
-        health_addr: std::net::SocketAddr,
+        tune: impl FnOnce(&mut operator::Options),
     ) -> Operator {
         let client = self.server.client_as(user).expect("client");
-        let options = operator::Options {
+        let mut options = operator::Options {
             publish_namespace: PUBLISH_NS.into(),
             leader_election,
             identity: user.into(),
-            health_addr,
             ..Default::default()
         };
+        tune(&mut options);
+        // Bound once here and handed over, so the port is known and cannot
+        // be taken by anyone else in between.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind health port");
+        let health = listener.local_addr().expect("health addr");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
         let stop = CancellationToken::new();
-        let task = tokio::spawn(operator::run(client, options, stop.clone()));
-        Operator { stop, task }
+        let task = tokio::spawn(operator::run_on(client, options, listener, stop.clone()));
+        Operator { health, stop, task }
     }
 
     pub fn upstreams(&self, ns: &str) -> Api<McpUpstream> {

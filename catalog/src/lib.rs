@@ -40,7 +40,7 @@ pub mod explain;
 pub mod model;
 pub mod options;
 pub mod overlay;
-mod prefix;
+pub mod prefix;
 pub mod publish;
 pub mod runtime;
 pub mod spec;

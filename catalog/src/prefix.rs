@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::CompileError;
+
 /// An upstream that wants a prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrefixClaim {
@@ -74,9 +76,89 @@ pub fn resolve_prefixes(claims: &[PrefixClaim]) -> PrefixResolution {
     PrefixResolution { holders, conflicts }
 }
 
+/// The separator between prefix and base name on a gateway shared by
+/// several owners (every McpUpstream): fixed, so that owning a prefix is
+/// owning every tool name that starts with it (see [`check_shared`]).
+pub const SHARED_SEPARATOR: &str = "__";
+
+/// Longest tool prefix on a shared gateway.
+pub const MAX_SHARED_PREFIX: usize = 30;
+
+/// Checks a prefix and separator for a gateway shared by several owners.
+///
+/// NB: prefix ownership alone does not protect tool names when either part
+/// is free-form: prefix `a` with separator `b__` produces the names of
+/// prefix `ab` with `__`. With the separator fixed to `__` and prefixes
+/// that are `[a-z]` then `[a-z0-9]` runs joined by single `_` (so no `__`
+/// inside, no `_` at the end), the first `__` of a full name always ends
+/// its prefix ([`prefix_of`]): two different prefixes can never produce
+/// one name, whatever the base names are.
+pub fn check_shared(prefix: &str, separator: &str) -> Result<(), CompileError> {
+    if separator != SHARED_SEPARATOR {
+        return Err(CompileError::Options {
+            field: "naming.separator".into(),
+            message: format!(
+                "{separator:?} is not allowed: on a shared gateway the separator is {SHARED_SEPARATOR:?}, so that a tool name always says which upstream it belongs to"
+            ),
+        });
+    }
+    let grammar = prefix.len() <= MAX_SHARED_PREFIX
+        && prefix
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase())
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !prefix.contains("__")
+        && !prefix.ends_with('_');
+    if !grammar {
+        return Err(CompileError::Options {
+            field: "toolPrefix".into(),
+            message: format!(
+                "{prefix:?} must be 1 to {MAX_SHARED_PREFIX} characters: a lowercase letter, then lowercase letters and digits, with single `_` between them (no `__`, no `_` at the end)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The prefix of a tool name served under [`check_shared`] rules.
+pub fn prefix_of(name: &str) -> Option<&str> {
+    name.split_once(SHARED_SEPARATOR).map(|(p, _)| p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn under_shared_rules_a_tool_name_says_which_prefix_it_belongs_to(
+            prefix in "[a-z](_?[a-z0-9]){0,12}",
+            base in "[A-Za-z0-9_.-]{0,40}",
+        ) {
+            prop_assert!(check_shared(&prefix, SHARED_SEPARATOR).is_ok());
+            let opts = crate::NamingOptions::default();
+            let name = crate::naming::full_name(&prefix, &base, &opts);
+            prop_assert_eq!(prefix_of(&name), Some(prefix.as_str()));
+        }
+    }
+
+    #[test]
+    fn shared_rules_refuse_the_prefix_and_separator_of_a_name_hijack() {
+        // `a` + `b__` + `echo` would be `ab` + `__` + `echo`.
+        let e = check_shared("a", "b__").expect_err("separator");
+        assert!(e.to_string().contains("naming.separator"), "{e}");
+        for bad in ["a__b", "a_", "A", "1a", "", &"a".repeat(31), "a-b"] {
+            let e = check_shared(bad, "__").expect_err(bad);
+            assert!(e.to_string().contains("toolPrefix"), "{bad}: {e}");
+        }
+        for good in ["a", "ab", "a_b", "git_hub2", &"a".repeat(30)] {
+            assert!(check_shared(good, "__").is_ok(), "{good}");
+        }
+    }
 
     fn claim(prefix: &str, ns: &str, name: &str, created: i64) -> PrefixClaim {
         PrefixClaim {

@@ -75,6 +75,9 @@ pub mod reasons {
     pub const OVERLAY_INVALID: &str = "OverlayInvalid";
     /// A `strict` overlay has an action whose target matched nothing.
     pub const OVERLAY_TARGET_UNMATCHED: &str = "OverlayTargetUnmatched";
+    /// Settings that cannot work: the message names the field (e.g.
+    /// `spec.naming.separator`, `spec.tools.extraParameters[0].schema`).
+    pub const INVALID_SETTINGS: &str = "InvalidSettings";
     /// An `x-mcp-*` transform does not compile.
     pub const TRANSFORM_INVALID: &str = "TransformInvalid";
     /// Two operations compile to one tool name and `naming.conflictResolution`

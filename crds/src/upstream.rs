@@ -27,7 +27,10 @@ use crate::common::{
 
 /// Schema `pattern` of `spec.toolPrefix`: short enough that prefixed names fit
 /// MCP clients' tool-name limits, and made of characters every client accepts.
-pub const TOOL_PREFIX_PATTERN: &str = "^[a-z][a-z0-9_]{0,29}$";
+/// No `__` inside and no `_` at the end: with the fixed `__` separator the
+/// first `__` of a tool name ends its prefix, so owning a prefix is owning
+/// its names (`catalog::prefix::check_shared`). At most 30 characters.
+pub const TOOL_PREFIX_PATTERN: &str = "^[a-z](_?[a-z0-9])*$";
 
 /// Schema `pattern` of URL fields (`baseUrl`, `openapi.url`, `auth.tokenUrl`).
 pub const HTTP_URL_PATTERN: &str = "^https?://[^\\s/?#]+[^\\s]*$";
@@ -87,13 +90,19 @@ pub const MAX_STATUS_REJECTED: usize = 50;
     "has(self.baseUrl) != has(self.serviceRef)",
     "exactly one of spec.baseUrl or spec.serviceRef must be set"
 ))]
+#[x_kube(validation = (
+    "!has(self.naming) || !has(self.naming.separator) || self.naming.separator == '__'",
+    "spec.naming.separator must be \"__\": tool names must say which upstream they belong to"
+))]
 #[serde(rename_all = "camelCase")]
 pub struct McpUpstreamSpec {
     /// Prefix of every tool name of this upstream (`{toolPrefix}__{name}`).
     /// Unique cluster-wide: the oldest McpUpstream holding a prefix keeps it,
     /// later claimants get `PrefixAccepted=False, reason=PrefixConflict`.
-    /// Required; no default.
-    #[schemars(pattern(TOOL_PREFIX_PATTERN))]
+    /// Lowercase letters and digits, starting with a letter, with single `_`
+    /// between them (no `__`, no `_` at the end), so a tool name always says
+    /// which upstream it belongs to. Required; no default.
+    #[schemars(length(min = 1, max = 30), pattern(TOOL_PREFIX_PATTERN))]
     pub tool_prefix: String,
 
     /// Where tool calls go, e.g. `https://api.example.com/v2`; paths of the
@@ -123,7 +132,8 @@ pub struct McpUpstreamSpec {
     )]
     pub overlays: Vec<String>,
 
-    /// How tool names and descriptions are derived. Nullable, skipped when
+    /// How tool names and descriptions are derived. `separator` can only be
+    /// `__` here (the gateway is shared). Nullable, skipped when
     /// `None`: absent means the compiler's defaults (separator `__`, names
     /// up to 64 characters, conflicts are errors). Inside the block, omitted
     /// fields get the defaults shown in the schema.

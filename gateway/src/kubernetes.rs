@@ -484,14 +484,33 @@ impl Loader {
                     return;
                 }
                 Err(e) => {
-                    let Some(i) = candidates
-                        .iter()
-                        .position(|c| c.served.entry.prefix == e.upstream)
+                    // A tool name two upstreams produce stays with the one
+                    // already serving it: a newcomer never takes over
+                    // another's tool, whatever the catalog order.
+                    let out = match &e.held_by {
+                        Some(first)
+                            if !self.served.contains_key(first)
+                                && self.served.contains_key(&e.upstream) =>
+                        {
+                            first.as_str()
+                        }
+                        _ => e.upstream.as_str(),
+                    };
+                    let Some(i) = candidates.iter().position(|c| c.served.entry.prefix == out)
                     else {
                         tracing::error!(namespace = %self.namespace, error = %e, "published catalog not loaded; the previous catalog keeps serving");
                         return;
                     };
-                    let prefix = e.upstream.clone();
+                    let prefix = out.to_string();
+                    let why = if out == e.upstream {
+                        e.to_string()
+                    } else {
+                        format!(
+                            "tool {} is already served by upstream {}",
+                            e.tool.as_deref().unwrap_or_default(),
+                            e.upstream
+                        )
+                    };
                     let previous = self
                         .served
                         .get(&prefix)
@@ -506,7 +525,7 @@ impl Loader {
                     self.report(
                         &format!("build {prefix}"),
                         format!(
-                            "upstream {prefix} ({}) cannot be served: {e}{tail}",
+                            "upstream {prefix} ({}) cannot be served: {why}{tail}",
                             candidates[i].upstream.source
                         ),
                         true,

@@ -112,8 +112,9 @@ pub enum LoadError {
     #[error("catalog {path}: {source}")]
     Snapshot {
         path: String,
+        // NB: boxed, or every `Result<_, LoadError>` carries its size.
         #[source]
-        source: SnapshotError,
+        source: Box<SnapshotError>,
     },
 }
 
@@ -230,7 +231,7 @@ impl CatalogStore {
             .install_owned(catalog, &path.display().to_string())
             .map_err(|source| LoadError::Snapshot {
                 path: path.display().to_string(),
-                source,
+                source: Box::new(source),
             });
         release_freed_memory();
         result

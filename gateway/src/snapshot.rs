@@ -277,6 +277,9 @@ pub struct SnapshotError {
     pub tool: Option<String>,
     pub field: String,
     pub message: String,
+    /// For a tool name two upstreams produce: the prefix of the upstream
+    /// that had it first (in catalog order).
+    pub held_by: Option<String>,
 }
 
 /// Upstream runtimes by prefix, each with the key it was built from.
@@ -326,6 +329,7 @@ impl Snapshot {
                 tool: None,
                 field: field.to_string(),
                 message,
+                held_by: None,
             };
             let cfg = config.upstreams.get(&up.prefix).unwrap_or(&default_cfg);
             let base = cfg
@@ -357,14 +361,20 @@ impl Snapshot {
                         tool: Some(t.name.clone()),
                         field,
                         message,
+                        held_by: None,
                     },
                 )?;
-                if index.insert(t.name.clone(), tools.len()).is_some() {
+                if let Some(first) = index.insert(t.name.clone(), tools.len()) {
+                    let held_by: &Arc<ToolEntry> = &tools[first];
                     return Err(SnapshotError {
                         upstream: up.prefix.clone(),
                         tool: Some(t.name.clone()),
                         field: "name".into(),
-                        message: "duplicate tool name".into(),
+                        message: format!(
+                            "duplicate tool name (upstream {} has it)",
+                            held_by.prefix
+                        ),
+                        held_by: Some(held_by.prefix.to_string()),
                     });
                 }
                 slot.push(tools.len());

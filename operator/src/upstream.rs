@@ -791,6 +791,22 @@ async fn compile(
     force: bool,
 ) -> (Compiled, Option<Arc<catalog::UpstreamCatalog>>) {
     let options = u.spec.compile_options();
+    // Objects stored before the CRD enforced these (or written around it)
+    // must not publish names another upstream's prefix owns.
+    if let Err(e) = catalog::prefix::check_shared(&u.spec.tool_prefix, &options.naming.separator) {
+        let message = match &e {
+            catalog::CompileError::Options { field, message } => format!("spec.{field}: {message}"),
+            other => other.to_string(),
+        };
+        let result = Err(Failure::new(e.reason(), message));
+        return (
+            Compiled {
+                input_hash: String::new(),
+                result,
+            },
+            None,
+        );
+    }
     let mut h = Sha256::new();
     h.update(u.spec.tool_prefix.as_bytes());
     h.update([0]);
@@ -915,7 +931,7 @@ fn compile_message(e: &catalog::CompileError) -> String {
                 })
                 .collect();
             format!(
-                "{} tool names are claimed by two operations: {}; rename one with x-mcp-name or set spec.naming.conflictResolution",
+                "{} tool names are claimed by two operations: {}; rename one with x-mcp-tool-name or set spec.naming.conflictResolution",
                 c.conflicts.len(),
                 list.join("; ")
             )

@@ -232,8 +232,9 @@ fn formats_are_in_the_schema() {
     assert_eq!(spec["required"], json!(["openapi", "toolPrefix"]));
     assert_eq!(
         spec["properties"]["toolPrefix"]["pattern"],
-        "^[a-z][a-z0-9_]{0,29}$"
+        "^[a-z](_?[a-z0-9])*$"
     );
+    assert_eq!(spec["properties"]["toolPrefix"]["maxLength"], 30);
     assert_eq!(
         spec["properties"]["toolPrefix"]["pattern"],
         crds::TOOL_PREFIX_PATTERN
@@ -294,15 +295,20 @@ fn patterns_accept_what_the_operator_accepts() {
         assert!(prefix.is_match(ok), "{ok}");
     }
     for bad in [
-        "",
-        "Pets",
-        "1pets",
-        "_pets",
-        "pets-v2",
-        "pets.v2",
-        &format!("a{}", "b".repeat(30)),
+        "", "Pets", "1pets", "_pets", "pets-v2", "pets.v2",
+        // A `__` inside or a `_` at the end would let the prefix and
+        // the separator of one upstream spell another's prefix.
+        "pe__ts", "pets_",
     ] {
         assert!(!prefix.is_match(bad), "{bad}");
+    }
+    // The length (at most 30) is the schema's maxLength; the operator
+    // checks the same grammar for objects stored before it.
+    for ok in ["pets", "a", "github_v3", "a_b_c"] {
+        assert!(catalog::prefix::check_shared(ok, "__").is_ok(), "{ok}");
+    }
+    for bad in ["pe__ts", "pets_", &format!("a{}", "b".repeat(30))] {
+        assert!(catalog::prefix::check_shared(bad, "__").is_err(), "{bad}");
     }
     // Every prefix the schema accepts is a name the compiler accepts.
     assert!(catalog::naming::is_valid_name(&format!(

@@ -535,3 +535,35 @@ async fn an_upstream_waits_for_its_credentials_file_without_holding_up_the_other
     assert!(!is_error(&r), "{}", text(&r));
     assert_eq!(up.last().header("authorization"), Some("Bearer late-token"));
 }
+
+/// A tool name produced by two upstreams (possible only with settings the
+/// operator refuses, e.g. prefix `othe` with separator `r__`) stays with
+/// the upstream already serving it; the newcomer is left out, whatever the
+/// catalog order (`othe` loads before `other`).
+#[tokio::test]
+async fn a_later_upstream_never_takes_over_a_served_tool_name() {
+    let cluster = Cluster::start("hijack").await;
+    let up = TestUpstream::start().await;
+    let gw = cluster.gateway();
+    let victim = published("other", other_tools(), base(&up.url));
+    let v1 = cluster.publish(std::slice::from_ref(&victim), &[]).await;
+    wait_served(&gw.url, &v1.hash()).await;
+    let client = connect(&format!("{}/mcp", gw.url)).await;
+
+    // Nothing listens on port 9: a call routed there fails.
+    let attacker = published("othe", other_tools(), base("http://127.0.0.1:9"));
+    // `third`, published with it, shows when this index has been read.
+    let third = published("third", vec![extra_tool("third", 1)], base(&up.url));
+    let v2 = cluster.publish(&[attacker, victim, third], &[]).await;
+    let mut expected = Index {
+        format: PUBLISHED_FORMAT.into(),
+        upstreams: vec![],
+    };
+    for prefix in ["other", "third"] {
+        expected.upsert(v2.entry(prefix).unwrap().clone());
+    }
+    let status = wait_served(&gw.url, &expected.hash()).await;
+    assert_eq!(status["tools"], 2, "{status}");
+    let r = call(&client, "other__ping", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+}

@@ -10,10 +10,15 @@
 //! allow null, int-or-string allows both); `x-kubernetes-validations` rules
 //! are evaluated with `self` (and `oldSelf` on updates; transition rules are
 //! skipped on create), and a false rule is a 422 whose cause reads
-//! `<field>: Invalid value: "object": <message>` as the real server's does.
+//! `<field>: Invalid value: "object": <message>` as the real server's does;
+//! CRD validation ratcheting (on by default since Kubernetes 1.30, GA in
+//! 1.33) for CEL rules: a rule without `oldSelf` that fails on a value
+//! equal to its old value is ignored, so objects stored before a rule was
+//! added can still be updated elsewhere (finalizers, other fields).
 //! Simplified: CEL is the `cel-interpreter` crate's dialect (no Kubernetes
 //! CEL libraries such as `url()`, `quantity()`, `isSorted()`;
-//! `messageExpression` is ignored in favour of `message`); there is no cost
+//! `messageExpression` is ignored in favour of `message`); schema keywords
+//! (pattern, enum, ...) are not ratcheted, only CEL rules; there is no cost
 //! budget; formats are not checked; validation error wording for keywords is
 //! the `jsonschema` crate's, not the real server's.
 
@@ -299,8 +304,10 @@ fn cel_walk(
                 Some(fp) => format!("{field}{fp}"),
                 None => field.clone(),
             };
+            let ratcheted = !rule.contains("oldSelf") && old == Some(v);
             match eval_rule(rule, v, old) {
                 Ok(true) => {}
+                Ok(false) | Err(_) if ratcheted => {}
                 Ok(false) => {
                     let msg = r["message"]
                         .as_str()

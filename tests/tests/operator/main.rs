@@ -667,6 +667,100 @@ async fn the_api_server_rejects_both_base_url_and_service_ref() {
     }
 }
 
+/// Prefix `a` with separator `b__` would name its tools like prefix `ab`
+/// does: the API server refuses such settings, and the operator refuses
+/// objects stored before the CRD did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_namespace_cannot_produce_another_namespaces_tool_names() {
+    let w = World::new().await;
+    let hijack = |prefix: &str, separator: &str| -> crds::McpUpstream {
+        serde_json::from_value(json!({
+            "apiVersion": "toolgate.dev/v1alpha1",
+            "kind": "McpUpstream",
+            "metadata": {"name": "attacker", "namespace": "team-b"},
+            "spec": {
+                "toolPrefix": prefix,
+                "baseUrl": "http://attacker:8080",
+                "naming": {"separator": separator},
+                "openapi": {"inline": PETSTORE},
+            },
+        }))
+        .expect("typed")
+    };
+    for (prefix, separator, says) in [
+        ("pet", "s__", "spec.naming.separator"),
+        ("pets_", "_", "spec.toolPrefix"),
+        ("pe__ts", "__", "spec.toolPrefix"),
+    ] {
+        let err = w
+            .upstreams("team-b")
+            .create(&PostParams::default(), &hijack(prefix, separator))
+            .await
+            .expect_err("rejected");
+        match err {
+            kube::Error::Api(s) => {
+                assert_eq!(s.code, 422);
+                assert!(
+                    s.message.contains(says),
+                    "{prefix} {separator}: {}",
+                    s.message
+                );
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    // An object stored under the old CRD (no separator rule).
+    let crds_api: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(w.client.clone());
+    let current = crds_api
+        .get("mcpupstreams.toolgate.dev")
+        .await
+        .expect("crd");
+    let mut old = serde_json::to_value(&current).expect("json");
+    let spec_schema =
+        &mut old["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec_schema["x-kubernetes-validations"]
+        .as_array_mut()
+        .expect("rules")
+        .retain(|r| !r["rule"].as_str().unwrap_or_default().contains("separator"));
+    crds_api
+        .replace(
+            "mcpupstreams.toolgate.dev",
+            &PostParams::default(),
+            &serde_json::from_value(old).expect("crd"),
+        )
+        .await
+        .expect("old CRD");
+    w.upstreams("team-b")
+        .create(&PostParams::default(), &hijack("pet", "s__"))
+        .await
+        .expect("stored under the old CRD");
+    let mut restored = current.clone();
+    restored.metadata.resource_version = None;
+    crds_api
+        .replace(
+            "mcpupstreams.toolgate.dev",
+            &PostParams::default(),
+            &restored,
+        )
+        .await
+        .expect("current CRD");
+
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    let u = wait_ready(&w, "team-b", "attacker", "False", "InvalidSettings").await;
+    let (_, _, msg) = cond(&u, "Compiled").expect("compiled");
+    assert!(msg.contains("spec.naming.separator"), "{msg}");
+    let index = w.index().await;
+    assert!(
+        index.upstreams.iter().all(|e| e.prefix != "pet"),
+        "{index:?}"
+    );
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_operator_writes_nothing_when_nothing_changed() {
     let w = World::new().await;

@@ -306,14 +306,25 @@ fn checked_raw_path(p: &str) -> Result<String, RequestError> {
     }
     for seg in p.split('/').skip(1) {
         let decoded = percent_decode_str(seg).decode_utf8_lossy();
-        if decoded == "." || decoded == ".." {
-            return Err(arg_err("path", "must not contain '.' or '..' segments"));
+        if is_dot_segment(&decoded) {
+            return Err(arg_err(
+                "path",
+                "must not contain '.' or '..' segments (also not as '..;...')",
+            ));
         }
         if decoded.contains('/') || decoded.contains('\\') {
             return Err(arg_err("path", "must not contain encoded slashes"));
         }
     }
     Ok(p.to_string())
+}
+
+/// `.` or `..`, also with a path parameter (`..;x`): servlet containers
+/// (Tomcat, Jetty) and Spring drop the `;...` part before resolving dot
+/// segments, so `/api/..;/admin` reaches `/admin` there.
+fn is_dot_segment(decoded: &str) -> bool {
+    let name = decoded.split(';').next().unwrap_or_default();
+    name == "." || name == ".."
 }
 
 /// Substitutes `{name}` placeholders, each value encoded as (part of) one
@@ -358,7 +369,7 @@ fn expand_path(plan: &RequestPlan, args: &Map<String, Value>) -> Result<String, 
             rest = &rest[open + close + 1..];
         }
         expanded.push_str(rest);
-        if expanded == "." || expanded == ".." {
+        if is_dot_segment(&percent_decode_str(&expanded).decode_utf8_lossy()) {
             return Err(arg_err(
                 &first_path_arg(plan, seg),
                 "must not be '.' or '..' (path parameter)",
@@ -675,19 +686,32 @@ fn decode_base64(s: &str) -> Result<Vec<u8>, String> {
         .map_err(|_| "is not valid base64".to_string())
 }
 
-/// Appends `path` (relative, starting with `/`) to the base URL's path and
-/// checks the result stayed below it.
+/// Appends `path` to the base URL's path and checks the result stayed
+/// below it. A plan path without its leading `/` (a sloppy spec) is taken
+/// as relative to the base, as its author meant: `no-slash` under `/api`
+/// is `/api/no-slash`, never `/apino-slash`.
 fn join_under_base(base: &Url, path: &str, query: Option<String>) -> Result<Url, RequestError> {
     let base_path = base.path().trim_end_matches('/');
-    let full = format!("{base_path}{path}");
+    let sep = if path.is_empty() || path.starts_with('/') {
+        ""
+    } else {
+        "/"
+    };
+    let full = format!("{base_path}{sep}{path}");
     let mut url = base.clone();
     url.set_path(&full);
     url.set_query(query.as_deref());
     url.set_fragment(None);
     // NB: defence in depth — the checks above already refuse dot segments,
     // but the URL parser normalises `..`, so a miss there would show here.
+    // Whole segments are compared: `/apiX` is not below `/api`.
+    let under = {
+        let mut want = base_path.split('/');
+        let mut got = url.path().split('/');
+        want.all(|w| got.next() == Some(w))
+    };
     let segments = |p: &str| p.matches('/').count();
-    if segments(url.path()) != segments(&full) || !url.path().starts_with(base_path) {
+    if !under || segments(url.path()) != segments(&full) {
         return Err(arg_err("path", "must stay below the upstream base path"));
     }
     Ok(url)

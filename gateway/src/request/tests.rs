@@ -321,6 +321,10 @@ fn raw_tool_is_confined_to_the_base_url() {
         "/a?b=1",
         "/a#f",
         "/a/%2F/b",
+        "/..;/x",
+        "/a/..;jsessionid=1/x",
+        "/a/%2e%2e%3b/x",
+        "/.;/x",
     ] {
         assert!(
             build_raw(&args(json!({"method": "GET", "path": bad})), &base()).is_err(),
@@ -348,4 +352,33 @@ fn base_without_path_works() {
     let b = Url::parse("http://up.test").unwrap();
     let r = build(&pet_plan(), &args(json!({"id": "x"})), &b).unwrap();
     assert_eq!(r.url.as_str(), "http://up.test/pets/x");
+}
+
+#[test]
+fn a_dot_dot_semicolon_path_parameter_is_refused() {
+    // Encoded as one segment (`..%3B`) it is harmless to most servers, but
+    // a servlet container decodes, then strips `;...`: refused like `..`.
+    for hostile in ["..;", "..;x", ".;"] {
+        let e = build(&pet_plan(), &args(json!({ "id": hostile })), &base());
+        assert!(e.is_err(), "{hostile} accepted: {:?}", e.map(|r| r.url));
+    }
+    let ok = build(&pet_plan(), &args(json!({"id": "a;b"})), &base()).unwrap();
+    assert_eq!(ok.url.path(), "/api/v1/pets/a%3Bb");
+}
+
+#[test]
+fn a_plan_path_without_a_leading_slash_stays_below_the_base_path() {
+    let r = build(&plan("no-slash", vec![]), &args(json!({})), &base()).unwrap();
+    assert_eq!(r.url.as_str(), "http://up.test/api/v1/no-slash");
+    let b = Url::parse("http://up.test/api").unwrap();
+    let r = build(
+        &plan(
+            "x/{id}",
+            vec![param("id", ParamLocation::Path, ParamStyle::Simple, false)],
+        ),
+        &args(json!({"id": "7"})),
+        &b,
+    )
+    .unwrap();
+    assert_eq!(r.url.path(), "/api/x/7");
 }

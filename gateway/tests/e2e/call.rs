@@ -252,6 +252,15 @@ fn extra_catalog() -> catalog::Catalog {
                     "source": {"kind": "nested", "arg": "body"}, "binaryFields": ["file"]}}}),
             ),
             tool("x__slow", "GET", "/slow", obj.clone(), json!([]), json!({})),
+            // A spec path without its leading '/'.
+            tool(
+                "x__no_slash",
+                "GET",
+                "no-slash",
+                obj.clone(),
+                json!([]),
+                json!({}),
+            ),
             tool(
                 "x__api_request",
                 "*",
@@ -352,4 +361,35 @@ async fn raw_request_tool_stays_under_the_base_url() {
         assert!(is_error(&r), "{bad} accepted");
     }
     assert_eq!(up.count(), 1);
+}
+
+/// Servlet containers and Spring strip `;...` from a segment before they
+/// resolve dot segments: `/base/..;/admin` is `/admin` there.
+#[tokio::test]
+async fn a_dot_dot_semicolon_segment_never_reaches_the_upstream() {
+    let (up, _gw, client) = extra("").await;
+    for bad in [
+        "/..;/admin",
+        "/x/..;jsessionid=1/admin",
+        "/%2e%2e;/admin",
+        "/.;/x",
+    ] {
+        let r = call(
+            &client,
+            "x__api_request",
+            json!({"method": "GET", "path": bad}),
+        )
+        .await;
+        assert!(is_error(&r), "{bad} accepted");
+        assert!(text(&r).contains("'..'"), "{bad}: {}", text(&r));
+    }
+    assert_eq!(up.count(), 0);
+}
+
+#[tokio::test]
+async fn a_spec_path_without_a_leading_slash_stays_below_the_base_path() {
+    let (up, _gw, client) = extra("").await;
+    let r = call(&client, "x__no_slash", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(up.last().path, "/base/no-slash");
 }

@@ -1,6 +1,9 @@
 //! Outbound authentication, per upstream: none, bearer, API key (header or
 //! query), basic, OAuth2 client credentials.
 //!
+//! A credential replaces whatever the caller sent under its name (header
+//! or query parameter), so an argument can never stand in for it.
+//!
 //! Credentials are resolved from the gateway config's secret references
 //! ([`crate::config::SecretRef`]) when the upstream runtime is built; the
 //! catalog never carries them. Requests are built from scratch by
@@ -112,11 +115,10 @@ impl Auth {
         match self {
             Auth::None => {}
             Auth::Header(name, value) => {
+                // `insert` replaces every caller-supplied value of the name.
                 req.headers_mut().insert(name.clone(), value.clone());
             }
-            Auth::Query(name, value) => {
-                req.url_mut().query_pairs_mut().append_pair(name, value);
-            }
+            Auth::Query(name, value) => set_query_credential(req.url_mut(), name, value),
             Auth::OAuth2(o) => {
                 let token = o.token().await?;
                 req.headers_mut()
@@ -125,6 +127,28 @@ impl Auth {
         }
         Ok(())
     }
+}
+
+/// Sets the credential parameter `name`, dropping any the caller sent
+/// under that name first: with both present (`?api_key=CALLER&api_key=KEY`)
+/// servers that read the first value would take the caller's key. Names
+/// are compared decoded and ignoring ASCII case, as some servers look them
+/// up. Other parameters keep their exact encoding.
+fn set_query_credential(url: &mut Url, name: &str, value: &str) {
+    let same_name = |pair: &str| {
+        let key = pair.split('=').next().unwrap_or_default().replace('+', " ");
+        percent_encoding::percent_decode_str(&key)
+            .decode_utf8_lossy()
+            .eq_ignore_ascii_case(name)
+    };
+    let kept = url.query().map(|q| {
+        q.split('&')
+            .filter(|p| !p.is_empty() && !same_name(p))
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    url.set_query(kept.as_deref().filter(|q| !q.is_empty()));
+    url.query_pairs_mut().append_pair(name, value);
 }
 
 fn sensitive(s: &str) -> Option<HeaderValue> {

@@ -129,3 +129,95 @@ async fn oauth2_one_refresh_at_a_time_and_refresh_before_expiry() {
     assert_eq!(up.tokens_issued(), 2);
     assert_eq!(up.last().header("authorization"), Some("Bearer tok-2"));
 }
+
+/// A tool whose own parameters share the credential's names, and the raw
+/// request tool: a caller's value must never stand in for the key.
+fn key_catalog() -> catalog::Catalog {
+    let q = |arg: &str, loc: &str| json!({"arg": arg, "name": arg, "in": loc, "style": "form", "explode": true});
+    catalog_of(vec![upstream(
+        "pets",
+        vec![
+            tool(
+                "pets__search",
+                "GET",
+                "/search",
+                json!({"type": "object", "properties": {
+                    "q": {"type": "string"}, "api_key": {"type": "string"},
+                    "API_KEY": {"type": "string"}, "X-Api-Key": {"type": "string"}}}),
+                json!([q("q", "query"), q("api_key", "query"), q("API_KEY", "query"),
+                       {"arg": "X-Api-Key", "name": "X-Api-Key", "in": "header", "style": "simple", "explode": false}]),
+                json!({}),
+            ),
+            tool(
+                "pets__api_request",
+                "*",
+                "/",
+                json!({"type": "object", "properties": {"method": {"type": "string"}, "path": {"type": "string"},
+                       "query": {"type": "object"}, "headers": {"type": "object"}}, "required": ["method", "path"]}),
+                json!([]),
+                json!({"plan": {"method": "GET", "path": "/", "raw": true}}),
+            ),
+        ],
+    )])
+}
+
+async fn key_gateway(auth_yaml: &str) -> (TestUpstream, Gateway, Client) {
+    let up = TestUpstream::start().await;
+    let gw = start_gateway(&key_catalog(), config_for(&up.url, auth_yaml)).await;
+    let client = connect(&format!("{}/mcp", gw.url)).await;
+    (up, gw, client)
+}
+
+#[tokio::test]
+async fn a_query_api_key_replaces_a_caller_parameter_of_the_same_name() {
+    let (up, _gw, client) =
+        key_gateway("    auth: {type: apiKey, in: query, name: api_key, value: {value: SECRET}}")
+            .await;
+    let r = call(
+        &client,
+        "pets__search",
+        json!({"q": "a b", "api_key": "ATTACKER", "API_KEY": "ATTACKER2"}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(up.last().query.as_deref(), Some("q=a%20b&api_key=SECRET"));
+    let r = call(
+        &client,
+        "pets__api_request",
+        json!({"method": "GET", "path": "/search", "query": {"api_key": "ATTACKER", "x": "1"}}),
+    )
+    .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(up.last().query.as_deref(), Some("x=1&api_key=SECRET"));
+}
+
+#[tokio::test]
+async fn a_header_api_key_replaces_a_caller_header_of_the_same_name() {
+    let (up, _gw, client) = key_gateway(
+        "    auth: {type: apiKey, in: header, name: X-Api-Key, value: {value: SECRET}}",
+    )
+    .await;
+    call(&client, "pets__search", json!({"X-Api-Key": "ATTACKER"})).await;
+    let values: Vec<_> = up
+        .last()
+        .headers
+        .get_all("x-api-key")
+        .iter()
+        .cloned()
+        .collect();
+    assert_eq!(values, vec!["SECRET"]);
+    call(
+        &client,
+        "pets__api_request",
+        json!({"method": "GET", "path": "/search", "headers": {"x-api-key": "ATTACKER"}}),
+    )
+    .await;
+    let values: Vec<_> = up
+        .last()
+        .headers
+        .get_all("x-api-key")
+        .iter()
+        .cloned()
+        .collect();
+    assert_eq!(values, vec!["SECRET"]);
+}

@@ -13,7 +13,9 @@
 //!    [`validate`] → [`request`] (or [`transform`]) → [`upstream`] (with
 //!    [`auth`]) → [`response`].
 //! 5. [`error`]: how each failure reaches the client (a table).
-//! 6. [`ops`]: the router, health endpoints and graceful shutdown.
+//! 6. [`ops`]: the router, health endpoints and graceful shutdown;
+//!    [`intake`]: what an MCP request passes before rmcp sees it (Host and
+//!    Origin, the body limit, the JSON-RPC envelope, the session cap).
 //!
 //! [`kubernetes`] is `serve --kube`: the catalog and upstream settings
 //! published by the operator, watched and hot-swapped. [`session`] makes
@@ -28,6 +30,7 @@ pub mod call;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod intake;
 pub mod kubernetes;
 pub mod ops;
 pub mod reload;

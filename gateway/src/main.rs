@@ -19,7 +19,8 @@ enum Command {
     /// Compile and print a human summary: tools, warnings, rejections.
     Lint(cli::compile::LintArgs),
     /// Serve a catalog over MCP (Streamable HTTP) until SIGTERM.
-    Serve(cli::serve::ServeArgs),
+    // Boxed: the largest variant by far (clippy::large_enum_variant).
+    Serve(Box<cli::serve::ServeArgs>),
     /// Start the example pet store upstream and serve its tools over MCP.
     Demo(cli::demo::DemoArgs),
 }
@@ -58,7 +59,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Compile(args) => cli::compile::compile(args),
         Command::Lint(args) => cli::compile::lint(args),
-        Command::Serve(args) => run_async(cli::serve::run(args)),
+        Command::Serve(args) => run_async(cli::serve::run(*args)),
         Command::Demo(args) => run_async(cli::demo::run(args)),
     };
     match result {

@@ -22,18 +22,20 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::intake::{check_host_and_origin, McpEndpoint};
 use crate::reload::CatalogStore;
-use crate::server::{mcp_service, McpService, ScopedServices, Shared};
+use crate::server::{mcp_service, ScopedServices, SessionSettings, Shared};
 use crate::session::SessionKey;
 
 /// Everything the router needs.
 #[derive(Clone)]
 pub struct AppState {
     pub shared: Arc<Shared>,
-    root: McpService,
+    root: McpEndpoint,
     scoped: Arc<ScopedServices>,
-    mcp_config: StreamableHttpServerConfig,
+    mcp_config: Arc<StreamableHttpServerConfig>,
     session_key: SessionKey,
+    sessions: SessionSettings,
 }
 
 /// Settings of the HTTP edge.
@@ -50,6 +52,11 @@ pub struct EdgeOptions {
     pub sse_keep_alive: Option<Duration>,
     /// Signs session ids; replicas sharing it accept each other's sessions.
     pub session_key: SessionKey,
+    /// Largest MCP request body; larger ones answer 413 unread
+    /// ([`crate::intake::DEFAULT_MAX_REQUEST_BODY_BYTES`]).
+    pub max_request_body_bytes: usize,
+    /// Session cap and idle expiry of this replica.
+    pub sessions: SessionSettings,
 }
 
 impl Default for EdgeOptions {
@@ -61,6 +68,8 @@ impl Default for EdgeOptions {
             cancel: CancellationToken::new(),
             sse_keep_alive: Some(Duration::from_secs(15)),
             session_key: SessionKey::random(),
+            max_request_body_bytes: crate::intake::DEFAULT_MAX_REQUEST_BODY_BYTES,
+            sessions: SessionSettings::default(),
         }
     }
 }
@@ -76,7 +85,8 @@ impl AppState {
             // Stateless (2026-07-28) requests whose handler sends nothing
             // but the result get it as plain JSON rather than a one-event
             // SSE stream: less framing, and the client need not parse SSE.
-            .with_json_response(true);
+            .with_json_response(true)
+            .with_max_request_body_bytes(opts.max_request_body_bytes);
         if opts.allowed_hosts.is_empty() {
             cfg = cfg.disable_allowed_hosts();
         }
@@ -94,12 +104,20 @@ impl AppState {
                 .with_allowed_origins(origins)
                 .enforce_origin_validation();
         }
+        let cfg = Arc::new(cfg);
         AppState {
-            root: mcp_service(shared.clone(), None, cfg.clone(), &opts.session_key),
+            root: mcp_service(
+                shared.clone(),
+                None,
+                cfg.clone(),
+                &opts.session_key,
+                &opts.sessions,
+            ),
             shared,
             scoped: Arc::new(ScopedServices::default()),
             mcp_config: cfg,
             session_key: opts.session_key.clone(),
+            sessions: opts.sessions.clone(),
         }
     }
 }
@@ -129,11 +147,17 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
+        // No route reads a body but the MCP endpoints, which bound their
+        // own (`crate::intake`); this holds any future extractor to the
+        // same limit.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            state.mcp_config.max_request_body_bytes,
+        ))
         .with_state(state)
 }
 
 async fn root(State(state): State<AppState>, req: Request) -> Response {
-    crate::session::serve(state.root.clone(), req).await
+    crate::intake::serve(&state.root, req).await
 }
 
 async fn scoped(
@@ -141,6 +165,11 @@ async fn scoped(
     Path(prefix): Path<String>,
     req: Request,
 ) -> Response {
+    // NB: before the prefix lookup, so a rebinding page cannot probe which
+    // prefixes exist either.
+    if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
+        return r;
+    }
     if !state.shared.store.load().has_prefix(&prefix) {
         return (
             StatusCode::NOT_FOUND,
@@ -148,47 +177,75 @@ async fn scoped(
         )
             .into_response();
     }
-    let svc = state.scoped.get_or_create(&prefix, || {
+    let ep = state.scoped.get_or_create(&prefix, || {
         mcp_service(
             state.shared.clone(),
             Some(&prefix),
             state.mcp_config.clone(),
             &state.session_key,
+            &state.sessions,
         )
     });
-    crate::session::serve(svc, req).await
+    crate::intake::serve(&ep, req).await
 }
 
 async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn readyz(State(state): State<AppState>) -> Response {
+/// Open to any Host: kubelet probes name the pod's IP. A Host the MCP
+/// endpoints would refuse gets the verdict alone, not what is served.
+async fn readyz(State(state): State<AppState>, req: Request) -> Response {
     let snap = state.shared.store.load();
-    if snap.loaded {
-        (
-            StatusCode::OK,
-            Json(json!({"ready": true, "tools": snap.tool_count(), "catalog": snap.hash})),
-        )
-            .into_response()
+    let detail = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config).is_ok();
+    let status = if snap.loaded {
+        StatusCode::OK
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "reason": "no catalog loaded"})),
-        )
-            .into_response()
-    }
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = match (snap.loaded, detail) {
+        (true, true) => json!({"ready": true, "tools": snap.tool_count(), "catalog": snap.hash}),
+        (true, false) => json!({"ready": true}),
+        (false, _) => json!({"ready": false, "reason": "no catalog loaded"}),
+    };
+    (status, Json(body)).into_response()
 }
 
 /// What is served: the catalog hash (in Kubernetes mode the published
-/// index's), tools, upstreams and when it loaded. Names no secrets.
-async fn status(State(state): State<AppState>) -> Response {
+/// index's), tools, upstreams and when it loaded. Names no secrets, but
+/// names every prefix: held to the MCP endpoints' Host and Origin rules,
+/// so a DNS-rebinding page cannot read it.
+async fn status(State(state): State<AppState>, req: Request) -> Response {
+    if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
+        return r;
+    }
     let snap = state.shared.store.load();
     let mut body = serde_json::to_value(&*snap.provenance).unwrap_or_default();
     if let Some(o) = body.as_object_mut() {
         o.insert("ready".into(), snap.loaded.into());
     }
     Json(body).into_response()
+}
+
+/// Backlog of the listening socket. `TcpListener::bind` asks for 128,
+/// which a burst of new connections (an ingress opening many at once, a
+/// client fleet reconnecting after a rollout) overflows: the kernel then
+/// drops SYNs and clients wait a second or more to retry. 4096 is Linux's
+/// `SOMAXCONN` since 5.4; the kernel caps it at `net.core.somaxconn`.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as
+/// `TcpListener::bind` sets it, so a restart need not wait out TIME_WAIT).
+pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Serves `state` on `listener` until `shutdown` resolves, then drains as

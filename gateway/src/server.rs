@@ -15,7 +15,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,8 +29,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
 
+use crate::intake::McpEndpoint;
 use crate::reload::{CatalogStore, ToolDiff};
-use crate::session::{ReplicaSessions, SessionKey, SignedIdStore};
+use crate::session::{OnClose, ReplicaSessions, SessionKey, SessionLimit, SignedIdStore};
 
 /// The protocol versions toolgate speaks.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -52,6 +53,7 @@ pub struct Shared {
     pub store: Arc<CatalogStore>,
     pub page_size: usize,
     sessions: Mutex<Vec<Session>>,
+    prune_pending: AtomicBool,
     in_flight: AtomicUsize,
     idle: Notify,
 }
@@ -62,6 +64,7 @@ impl Shared {
             store,
             page_size: page_size.max(1),
             sessions: Mutex::new(Vec::new()),
+            prune_pending: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
         })
@@ -88,6 +91,28 @@ impl Shared {
         let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         s.retain(|(p, _)| !p.is_transport_closed());
         s.len()
+    }
+
+    /// Drops closed sessions' peers shortly, once for any number of
+    /// closes meanwhile: a burst of expiries is one pass over the list.
+    fn forget_closed_soon(self: &Arc<Self>) {
+        if self.prune_pending.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.prune_pending.store(false, Ordering::Release);
+            return;
+        };
+        let me = Arc::downgrade(self);
+        rt.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            if let Some(s) = me.upgrade() {
+                s.prune_pending.store(false, Ordering::Release);
+                let mut list = s.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                list.retain(|(p, _)| !p.is_transport_closed());
+                list.shrink_to_fit();
+            }
+        });
     }
 
     fn register(&self, peer: Peer<RoleServer>, scope: Option<Arc<str>>) {
@@ -306,6 +331,24 @@ impl ServerHandler for McpHandler {
 /// The rmcp service type for one endpoint.
 pub type McpService = StreamableHttpService<McpHandler, ReplicaSessions>;
 
+/// Sessions of one replica: how many it holds and how long an idle one
+/// lives. Shared by all its endpoints.
+#[derive(Clone, Debug)]
+pub struct SessionSettings {
+    pub limit: SessionLimit,
+    /// `None`: sessions live until DELETE or shutdown.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            limit: SessionLimit::default(),
+            idle_timeout: Some(crate::session::DEFAULT_SESSION_IDLE_TIMEOUT),
+        }
+    }
+}
+
 /// Builds the Streamable HTTP service of one endpoint. Each endpoint has
 /// its own session manager, so a session opened on `/mcp` cannot be used
 /// on `/mcp/{prefix}` (or the other way round) to widen its scope. Session
@@ -314,27 +357,45 @@ pub type McpService = StreamableHttpService<McpHandler, ReplicaSessions>;
 pub fn mcp_service(
     shared: Arc<Shared>,
     scope: Option<&str>,
-    mut config: StreamableHttpServerConfig,
+    config: Arc<StreamableHttpServerConfig>,
     key: &SessionKey,
-) -> McpService {
-    let handler = McpHandler::new(shared, scope);
+    sessions: &SessionSettings,
+) -> McpEndpoint {
+    let handler = McpHandler::new(shared.clone(), scope);
     let scope: Option<Arc<str>> = scope.map(Arc::from);
-    config.session_store = Some(Arc::new(SignedIdStore::new(key.clone(), scope.clone())));
-    StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(ReplicaSessions::new(key.clone(), scope)),
+    let mut cfg = (*config).clone();
+    cfg.session_store = Some(Arc::new(SignedIdStore::new(key.clone(), scope.clone())));
+    let weak = Arc::downgrade(&shared);
+    let on_close: OnClose = Arc::new(move || {
+        if let Some(s) = weak.upgrade() {
+            s.forget_closed_soon();
+        }
+        // A closed session's worker, channels and caches are freed now;
+        // glibc keeps the pages unless asked (25k sessions left 1.5 GB).
+        crate::reload::release_freed_memory_soon();
+    });
+    let manager = Arc::new(ReplicaSessions::new(
+        key.clone(),
+        scope,
+        sessions.limit.clone(),
+        sessions.idle_timeout,
+        on_close,
+    ));
+    McpEndpoint {
+        service: StreamableHttpService::new(move || Ok(handler.clone()), manager.clone(), cfg),
+        sessions: manager,
         config,
-    )
+    }
 }
 
-/// Services of `/mcp/{prefix}`, created on first use.
+/// Endpoints of `/mcp/{prefix}`, created on first use.
 #[derive(Default)]
 pub struct ScopedServices {
-    map: Mutex<HashMap<String, McpService>>,
+    map: Mutex<HashMap<String, McpEndpoint>>,
 }
 
 impl ScopedServices {
-    pub fn get_or_create(&self, prefix: &str, make: impl FnOnce() -> McpService) -> McpService {
+    pub fn get_or_create(&self, prefix: &str, make: impl FnOnce() -> McpEndpoint) -> McpEndpoint {
         let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
         m.entry(prefix.to_string()).or_insert_with(make).clone()
     }

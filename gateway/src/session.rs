@@ -11,15 +11,19 @@
 //! restarts, without a shared database.
 //!
 //! The parameters are only known while rmcp handles the `initialize` POST,
-//! before it asks the session manager for an id; [`serve`] captures them
-//! from the request body into a task-local that [`ReplicaSessions`] reads.
+//! before it asks the session manager for an id; [`crate::intake::serve`]
+//! captures them from the request body into a task-local that
+//! [`ReplicaSessions`] reads, with the session slot it reserved.
+//!
+//! Sessions are bounded per replica ([`SessionLimit`]) and closed after
+//! [`DEFAULT_SESSION_IDLE_TIMEOUT`] without traffic; a closed session's
+//! client is brought back by the restore above when it returns.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use axum::body::Body;
-use axum::extract::Request;
-use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use futures::Stream;
@@ -38,7 +42,7 @@ use rmcp::transport::streamable_http_server::session::{
 use rmcp::transport::WorkerTransport;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tower_service::Service;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Payloads above this are trimmed (client info, then capabilities) so the
 /// id stays a modest header.
@@ -186,41 +190,240 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 tokio::task_local! {
-    /// The `initialize` parameters of the request being handled, if it is one.
-    static INITIALIZE: Option<InitializeRequestParams>;
+    /// What the intake learnt about the request being handled.
+    static INTAKE: Intake;
 }
 
-/// rmcp's in-memory session manager, issuing signed ids.
+/// Carried from [`crate::intake::serve`] into the session manager: the
+/// `initialize` parameters (only known while rmcp handles the POST, before
+/// it asks for an id) and the session slot reserved for this request.
+pub(crate) struct Intake {
+    params: Option<InitializeRequestParams>,
+    slot: Mutex<Option<OwnedSemaphorePermit>>,
+}
+
+impl Intake {
+    pub(crate) fn new(
+        params: Option<InitializeRequestParams>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Self {
+        Intake {
+            params,
+            slot: Mutex::new(slot),
+        }
+    }
+
+    /// Runs `fut` (rmcp handling one request) with `self` in reach of
+    /// [`ReplicaSessions`].
+    pub(crate) async fn scope<F: std::future::Future>(self, fut: F) -> F::Output {
+        INTAKE.scope(self, fut).await
+    }
+}
+
+fn intake_params() -> Option<InitializeRequestParams> {
+    INTAKE.try_with(|i| i.params.clone()).ok().flatten()
+}
+
+fn intake_slot() -> Option<OwnedSemaphorePermit> {
+    INTAKE
+        .try_with(|i| i.slot.lock().unwrap_or_else(|p| p.into_inner()).take())
+        .ok()
+        .flatten()
+}
+
+/// Default of [`SessionLimit`]: sessions one replica holds at once. A
+/// session costs about 60 KiB while open (rmcp's worker, its channels and
+/// caches: 4,000 sessions measured +238 MiB RSS), so this keeps sessions
+/// under half the 512 MiB memory limit of the shipped manifests.
+pub const DEFAULT_MAX_SESSIONS: usize = 4_000;
+/// Default idle expiry of a session (rmcp's own default, made explicit).
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How many sessions (`initialize` protocol versions) one replica holds at
+/// once, over all its endpoints. Every open session costs memory (its
+/// worker, channels, caches) until it is closed or expires, so without a
+/// cap a burst of `initialize` calls grows the process without bound.
+/// Default [`DEFAULT_MAX_SESSIONS`]; `toolgate serve --max-sessions`
+/// (`TOOLGATE_MAX_SESSIONS`).
+#[derive(Clone, Debug)]
+pub struct SessionLimit {
+    max: usize,
+    slots: Arc<Semaphore>,
+    refusals: Arc<Refusals>,
+}
+
+/// Refusals counted, and logged at most once a minute: a client fleet
+/// retrying against a full replica must not flood the log.
+#[derive(Debug)]
+struct Refusals {
+    since: std::time::Instant,
+    total: AtomicU64,
+    /// Seconds after `since` of the last warning, `u64::MAX` before any.
+    last_logged: AtomicU64,
+}
+
+impl SessionLimit {
+    pub fn new(max: usize) -> Self {
+        let max = max.clamp(1, Semaphore::MAX_PERMITS);
+        SessionLimit {
+            max,
+            slots: Arc::new(Semaphore::new(max)),
+            refusals: Arc::new(Refusals {
+                since: std::time::Instant::now(),
+                total: AtomicU64::new(0),
+                last_logged: AtomicU64::new(u64::MAX),
+            }),
+        }
+    }
+
+    /// Counts a refused session; warns on the first and then once a minute.
+    pub(crate) fn note_refusal(&self) {
+        let r = &self.refusals;
+        let total = r.total.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = r.since.elapsed().as_secs();
+        let last = r.last_logged.load(Ordering::Relaxed);
+        let due = last == u64::MAX || now >= last.saturating_add(60);
+        if due
+            && r.last_logged
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                max = self.max,
+                refused_total = total,
+                "sessions refused: this replica holds its maximum (--max-sessions)"
+            );
+        }
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Sessions open now.
+    pub fn open(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    /// A slot for one more session, if the replica has room.
+    pub(crate) fn try_reserve(&self) -> Option<OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// What a client is told when the replica is full.
+    pub fn full_message(&self) -> String {
+        format!(
+            "too many open sessions on this gateway replica (limit {}, --max-sessions); \
+             close unused sessions with DELETE or retry later",
+            self.max
+        )
+    }
+}
+
+impl Default for SessionLimit {
+    fn default() -> Self {
+        SessionLimit::new(DEFAULT_MAX_SESSIONS)
+    }
+}
+
+/// A session manager failure.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    #[error(transparent)]
+    Local(#[from] LocalSessionManagerError),
+    /// Only when two requests race for the last slot: [`crate::intake`]
+    /// answers 503 before rmcp gets here otherwise.
+    #[error("{0}")]
+    Full(String),
+}
+
+/// Called whenever a session closes (DELETE, idle expiry, shutdown).
+pub type OnClose = Arc<dyn Fn() + Send + Sync>;
+
+/// rmcp's in-memory session manager, issuing signed ids, holding at most
+/// [`SessionLimit`] sessions and expiring idle ones.
 pub struct ReplicaSessions {
     inner: LocalSessionManager,
     key: SessionKey,
     scope: Option<Arc<str>>,
+    limit: SessionLimit,
+    /// One slot per session in `inner`, released when it closes.
+    slots: Mutex<HashMap<SessionId, OwnedSemaphorePermit>>,
+    on_close: OnClose,
 }
 
 impl ReplicaSessions {
-    pub fn new(key: SessionKey, scope: Option<Arc<str>>) -> Self {
+    /// `idle`: a session with no request and no message for this long is
+    /// closed (rmcp's keep-alive); `None` keeps sessions until DELETE.
+    pub fn new(
+        key: SessionKey,
+        scope: Option<Arc<str>>,
+        limit: SessionLimit,
+        idle: Option<Duration>,
+        on_close: OnClose,
+    ) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = idle;
         ReplicaSessions {
-            inner: LocalSessionManager::default(),
+            inner,
             key,
             scope,
+            limit,
+            slots: Mutex::new(HashMap::new()),
+            on_close,
         }
+    }
+
+    pub fn limit(&self) -> &SessionLimit {
+        &self.limit
+    }
+
+    /// Whether a request naming session `id` would make rmcp restore it
+    /// here (it is signed for this endpoint but not held by this process),
+    /// and so needs a slot.
+    pub(crate) async fn would_restore(&self, id: &str) -> bool {
+        let held = self
+            .inner
+            .has_session(&SessionId::from(id))
+            .await
+            .unwrap_or(false);
+        !held && self.key.open(self.scope.as_deref(), id).is_some()
+    }
+
+    fn reserve(&self) -> Result<OwnedSemaphorePermit, SessionsError> {
+        intake_slot()
+            .or_else(|| self.limit.try_reserve())
+            .ok_or_else(|| {
+                self.limit.note_refusal();
+                SessionsError::Full(self.limit.full_message())
+            })
+    }
+
+    fn hold(&self, id: &SessionId, slot: OwnedSemaphorePermit) {
+        let mut s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        s.insert(id.clone(), slot);
     }
 }
 
 impl SessionManager for ReplicaSessions {
-    type Error = LocalSessionManagerError;
+    type Error = SessionsError;
     type Transport = WorkerTransport<LocalSessionWorker>;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        let params = INITIALIZE.try_with(Clone::clone).ok().flatten();
-        let id: SessionId = self.key.issue(self.scope.as_deref(), params).into();
+        let slot = self.reserve()?;
+        let id: SessionId = self
+            .key
+            .issue(self.scope.as_deref(), intake_params())
+            .into();
         // `restore_session` is the local manager's only way to create a
         // session under an id of our choosing.
-        match self.inner.restore_session(id.clone()).await? {
-            RestoreOutcome::Restored(t) => Ok((id, t)),
+        let (id, transport) = match self.inner.restore_session(id.clone()).await? {
+            RestoreOutcome::Restored(t) => (id, t),
             // A nonce collision; practically impossible, but never reuse.
-            _ => self.inner.create_session().await,
-        }
+            _ => self.inner.create_session().await?,
+        };
+        self.hold(&id, slot);
+        Ok((id, transport))
     }
 
     async fn initialize_session(
@@ -242,11 +445,20 @@ impl SessionManager for ReplicaSessions {
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
-        self.inner.has_session(id).await
+        Ok(self.inner.has_session(id).await?)
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.inner.close_session(id).await
+        let closed = self.inner.close_session(id).await;
+        // rmcp calls this on DELETE and again when the session's worker
+        // ends (idle expiry, shutdown); the slot goes back on the first.
+        let slot = {
+            let mut s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            s.remove(id)
+        };
+        drop(slot);
+        (self.on_close)();
+        Ok(closed?)
     }
 
     async fn create_stream(
@@ -254,7 +466,7 @@ impl SessionManager for ReplicaSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_stream(id, message).await
+        Ok(self.inner.create_stream(id, message).await?)
     }
 
     async fn accept_message(
@@ -267,14 +479,14 @@ impl SessionManager for ReplicaSessions {
         if is_initialized(&message) && !is_restore(&message) {
             return Ok(());
         }
-        self.inner.accept_message(id, message).await
+        Ok(self.inner.accept_message(id, message).await?)
     }
 
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_standalone_stream(id).await
+        Ok(self.inner.create_standalone_stream(id).await?)
     }
 
     async fn resume(
@@ -282,14 +494,19 @@ impl SessionManager for ReplicaSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.resume(id, last_event_id).await
+        Ok(self.inner.resume(id, last_event_id).await?)
     }
 
     async fn restore_session(
         &self,
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
-        self.inner.restore_session(id).await
+        let slot = self.reserve()?;
+        let outcome = self.inner.restore_session(id.clone()).await?;
+        if matches!(outcome, RestoreOutcome::Restored(_)) {
+            self.hold(&id, slot);
+        }
+        Ok(outcome)
     }
 }
 
@@ -373,58 +590,6 @@ impl SessionStore for SignedIdStore {
         }
         Ok(())
     }
-}
-
-/// Calls an MCP service, capturing the `initialize` parameters of a
-/// session-less POST for [`ReplicaSessions::create_session`].
-pub async fn serve<S>(mut svc: S, req: Request) -> Response
-where
-    S: Service<Request, Error = std::convert::Infallible>,
-    S::Response: IntoResponse,
-{
-    let sessionless_post =
-        req.method() == http::Method::POST && !req.headers().contains_key("mcp-session-id");
-    if !sessionless_post {
-        return match svc.call(req).await {
-            Ok(r) => r.into_response(),
-            Err(never) => match never {},
-        };
-    }
-    let (parts, body) = req.into_parts();
-    // rmcp reads the whole body anyway; this only moves where it happens.
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
-        Ok(b) => b,
-        Err(e) => {
-            return (
-                http::StatusCode::BAD_REQUEST,
-                format!("cannot read request body: {e}"),
-            )
-                .into_response()
-        }
-    };
-    let params = initialize_params(&bytes);
-    let req = Request::from_parts(parts, Body::from(bytes));
-    match INITIALIZE.scope(params, svc.call(req)).await {
-        Ok(r) => r.into_response(),
-        Err(never) => match never {},
-    }
-}
-
-fn initialize_params(body: &[u8]) -> Option<InitializeRequestParams> {
-    // Cheap filter: most session-less POSTs are 2026-07-28 requests.
-    if !body.windows(12).any(|w| w == b"\"initialize\"") {
-        return None;
-    }
-    #[derive(Deserialize)]
-    struct Msg {
-        method: String,
-        params: Option<serde_json::Value>,
-    }
-    let m: Msg = serde_json::from_slice(body).ok()?;
-    if m.method != "initialize" {
-        return None;
-    }
-    serde_json::from_value(m.params?).ok()
 }
 
 #[cfg(test)]

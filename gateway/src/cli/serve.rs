@@ -84,6 +84,19 @@ pub struct ServeArgs {
     /// sessions end with it.
     #[arg(long, env = "TOOLGATE_SESSION_KEY_FILE")]
     pub session_key_file: Option<PathBuf>,
+    /// Largest MCP request body in bytes; a larger one is answered 413
+    /// without being read.
+    #[arg(long, env = "TOOLGATE_MAX_REQUEST_BODY_BYTES", default_value_t = gateway::intake::DEFAULT_MAX_REQUEST_BODY_BYTES)]
+    pub max_request_body_bytes: usize,
+    /// Sessions (protocol versions with `initialize`) this replica holds at
+    /// once; an `initialize` past it is answered 503.
+    #[arg(long, env = "TOOLGATE_MAX_SESSIONS", default_value_t = gateway::session::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
+    /// Seconds a session may stay without any request before it is closed
+    /// and its memory freed (its client is transparently restored if it
+    /// comes back); 0 keeps sessions until DELETE.
+    #[arg(long, env = "TOOLGATE_SESSION_IDLE_TIMEOUT_SECONDS", default_value_t = gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs())]
+    pub session_idle_timeout_seconds: u64,
     /// Catalog file poll interval in milliseconds.
     #[arg(long, default_value_t = 250)]
     pub poll_interval_ms: u64,
@@ -101,6 +114,12 @@ pub async fn run_with(
     catalog: Option<catalog::Catalog>,
     on_listening: impl FnOnce(SocketAddr),
 ) -> anyhow::Result<()> {
+    if args.max_sessions == 0 {
+        bail!("--max-sessions must be at least 1");
+    }
+    if args.max_request_body_bytes == 0 {
+        bail!("--max-request-body-bytes must be at least 1");
+    }
     let config = match &args.config {
         Some(p) => gateway::config::load(p)?,
         None => GatewayConfig::default(),
@@ -194,11 +213,16 @@ pub async fn run_with(
         allowed_origins: args.allowed_origins.clone(),
         page_size: args.page_size,
         cancel: cancel.clone(),
+        max_request_body_bytes: args.max_request_body_bytes,
+        sessions: gateway::server::SessionSettings {
+            limit: gateway::session::SessionLimit::new(args.max_sessions),
+            idle_timeout: (args.session_idle_timeout_seconds > 0)
+                .then(|| Duration::from_secs(args.session_idle_timeout_seconds)),
+        },
         ..EdgeOptions::default()
     };
     let state = AppState::new(store.clone(), &edge);
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
+    let listener = gateway::ops::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
     let snap = store.load();

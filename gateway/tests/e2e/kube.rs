@@ -73,6 +73,11 @@ impl Cluster {
 
     /// `toolgate serve --kube` pointed at this cluster.
     fn gateway(&self) -> Served {
+        self.gateway_with(&[])
+    }
+
+    /// [`Cluster::gateway`] with extra environment variables.
+    fn gateway_with(&self, extra_env: &[(&str, &str)]) -> Served {
         let kubeconfig = self.dir.join("kubeconfig");
         let creds = self.dir.join("credentials");
         serve_with_env(
@@ -84,10 +89,14 @@ impl Cluster {
                 creds.to_str().unwrap(),
             ],
             &[
-                ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-                ("POD_NAME", "gateway-0"),
-                ("POD_UID", POD_UID),
-            ],
+                &[
+                    ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+                    ("POD_NAME", "gateway-0"),
+                    ("POD_UID", POD_UID),
+                ],
+                extra_env,
+            ]
+            .concat(),
         )
     }
 
@@ -566,4 +575,33 @@ async fn a_later_upstream_never_takes_over_a_served_tool_name() {
     assert_eq!(status["tools"], 2, "{status}");
     let r = call(&client, "other__ping", json!({})).await;
     assert!(!is_error(&r), "{}", text(&r));
+}
+
+/// The intake limits are `serve` settings, so `--kube` takes them too
+/// (here from the environment, as a Deployment sets them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_mode_takes_the_session_cap_and_body_limit() {
+    let c = Cluster::start("limits").await;
+    let gw = c.gateway_with(&[
+        ("TOOLGATE_MAX_SESSIONS", "1"),
+        ("TOOLGATE_MAX_REQUEST_BODY_BYTES", "2048"),
+    ]);
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let post = |body: String| {
+        http.post(format!("{}/mcp", gw.url))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body)
+            .send()
+    };
+    assert_eq!(post(init.to_string()).await.unwrap().status(), 200);
+    let refused = post(init.to_string()).await.unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(refused.text().await.unwrap().contains("limit 1"));
+    let mut big = init.clone();
+    big["params"]["clientInfo"]["name"] = json!("n".repeat(4096));
+    assert_eq!(post(big.to_string()).await.unwrap().status(), 413);
 }

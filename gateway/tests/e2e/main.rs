@@ -18,6 +18,8 @@ mod corpus;
 mod demo;
 /// `/mcp/{prefix}` scoping and the HTTP edge.
 mod edge;
+/// Before rmcp: Host, body limit, JSON-RPC errors, the session cap.
+mod intake;
 /// `serve --kube`: the published catalog in a (fake) cluster.
 mod kube;
 /// tools/list: schemas, constraints, pagination, protocol versions.

@@ -1,11 +1,15 @@
 //! jq transforms (jaq): compiled with side-effecting builtins removed, run
-//! with bounds on time, recursion depth and output size.
+//! with bounds on time, recursion depth, what a filter may build, and
+//! output size.
 //!
 //! # Contract
 //!
 //! * [`JqProgram::compile`] accepts jq source and returns a program or a
 //!   [`JqCompileError`] whose message starts with `line:column` (1-based,
-//!   columns in characters) and names the offending token.
+//!   columns in characters) and names the offending token. Programs longer
+//!   than [`MAX_PROGRAM_BYTES`] are refused. jaq's lexer, parser and
+//!   compiler recurse once per nesting level, so compiling runs on a thread
+//!   of its own with a large stack; a panic there is a compile error.
 //! * The language is jaq's core + std + json library **minus** everything
 //!   that reads the environment or has side effects: `env`/`$ENV`, `input`,
 //!   `inputs`, `input_filename`, `$__loc__`, `get_search_list`, `halt`,
@@ -14,6 +18,7 @@
 //!   them is a compile error ("undefined ..."). `now`, `mktime`, `gmtime`,
 //!   `strftime` remain: `now` reads the clock, so a transform that uses it is
 //!   not deterministic; the others are pure functions of their input.
+//!   Names starting with `__toolgate_` are reserved.
 //! * [`JqProgram`] is an `Arc` around jaq's compiled filter. That filter is a
 //!   table of terms plus plain `fn` pointers, so it is `Send + Sync` and is
 //!   compiled once and shared by every thread; nothing is recompiled per
@@ -26,45 +31,89 @@
 //!   hundred times the hop; sharing the compiled filter costs nothing.
 //! * [`JqProgram::run`] / [`JqProgram::run_bounded`] return the first output
 //!   of the filter (an error if there is none) and never block the caller for
-//!   longer than the timeout.
+//!   longer than the timeout. A failure is a [`JqRunError`] whose kind says
+//!   whether the time limit or the output limit stopped the run, so callers
+//!   never read its text to decide; a panic inside jaq is an error of the
+//!   run, and the worker goes on serving.
 //!
 //! # How runaway filters are bounded
 //!
 //! jaq has no fuel or interrupt API. Filters run on a small process-wide
 //! pool of worker threads ([`MAX_WORKERS`]) with large stacks; the caller
 //! waits on a channel with a timeout. To stop runaway filters *cooperatively*
-//! (so that a timed-out filter does not keep burning a CPU), every `def` body
-//! — the user's and the library's, including the loops inside `repeat`,
-//! `recurse`, `while`, `until` — starts with a hidden native guard, and `range` is
-//! replaced by a version that consults the same guard for every element. The
-//! guard aborts the run with an exception that `try` cannot catch when the
-//! deadline has passed or when the recursion used more than
+//! (so that a timed-out filter does not keep burning a CPU), the program is
+//! rewritten on jaq's parse tree before it is compiled: every `def` body —
+//! the user's and the library's, including the loops inside `repeat`,
+//! `recurse`, `while`, `until` — starts with a hidden native guard, and
+//! `range` is replaced by a version that consults the same guard for every
+//! element. The guard aborts the run with an exception that `try` cannot
+//! catch when the deadline has passed or when the recursion used more than
 //! [`MAX_RECURSION_STACK_BYTES`] of stack (non-tail recursion such as
 //! `def f: f + 1; f` would otherwise overflow the stack and abort the
 //! process).
 //!
+//! # What a filter may build
+//!
+//! Some builtins build a large value from a small input in one step, where
+//! no guard runs; an allocation that fails aborts the process, and a deep
+//! JSON text overflows jaq's recursive parser. They are replaced by bounded
+//! versions that check *before* they allocate, against
+//! [`JqLimits::max_alloc_bytes`] (default 64 MiB, 16 MiB for the dry runs
+//! at compile time):
+//!
+//! * `fromjson` (and `tonumber`, which uses it) first scans the text: more
+//!   than [`MAX_VALUE_DEPTH`] levels of nesting or a number longer than
+//!   [`MAX_NUMBER_DIGITS`] digits is an error that `try` can catch (as for
+//!   any text that is not JSON); the estimated size of the parsed value
+//!   (text length plus 16 bytes per value and 64 per array or object) is
+//!   charged to the run's budget.
+//! * `tojson`, `tostring`, string interpolation `"\(f)"` and the formats
+//!   built on them (`@text`, `@json`, `@html`, `@sh`, `@base64`, ...) refuse
+//!   values nested deeper than [`MAX_VALUE_DEPTH`] (a catchable error) and
+//!   charge the text they write to the budget.
+//! * `*` of a string and a number (repetition) charges the result's length
+//!   before building it.
+//! * `+` of two strings or two arrays refuses a result larger than the
+//!   budget (strings in bytes, arrays at 16 bytes per element). This is a
+//!   cap per value, not a charge: concatenation in a loop
+//!   (`reduce .[] as $x (""; . + $x)`, which is how `join` works) builds
+//!   each intermediate string once and frees it.
+//! * Integer arithmetic whose result could exceed [`MAX_INT_BITS`] bits
+//!   computes in floating point instead, as jq does for all numbers.
+//!
+//! The budget is for the whole run: a filter that exceeds it, or builds one
+//! value beyond it, stops with an error that `try` cannot catch.
+//!
 //! Limitations (documented, not fixed):
 //!
 //! * Work that never passes through a guard cannot be interrupted: a single
-//!   huge native operation (`"x" * 1e9`, `sort` of a huge array) or a
-//!   generator explosion built only from operators (`[combinations]` over a
-//!   large input). Such a filter keeps its worker busy after the caller has
+//!   huge native operation (`sort` of a huge array) or a generator
+//!   explosion built only from operators (`[combinations]` over a large
+//!   input). Such a filter keeps its worker busy after the caller has
 //!   received its timeout error. At most [`MAX_WORKERS`] can be stuck at a
 //!   time; when all are, new runs fail at once with
 //!   "jq worker pool exhausted" instead of queueing.
-//! * Memory is not bounded: `[range(1e9)]` allocates until the deadline
-//!   stops it.
+//! * Collecting a stream into an array (`[range(1e9)]`,
+//!   `[limit(1e9; repeat(1))]`, `[.[] as $x | .[]]`) and builtins whose
+//!   output is proportional to their input (`explode`, `to_entries`,
+//!   `@base64`, `ascii_downcase`, `split`) allocate without a bound other
+//!   than the deadline: memory grows with the timeout and the speed of the
+//!   host. Bounding them needs an allocator that counts per thread.
 //! * Values nested very deeply *by the filter itself* (e.g.
 //!   `reduce range(1e6) as $x (.; [.])`, which is fast to build) are dropped
-//!   recursively by jaq's value type, outside any guard. The worker's
+//!   recursively by jaq's value type, outside any guard, and so are error
+//!   messages that `try ... catch` formats from such a value. The worker's
 //!   256 MiB stack absorbs a few hundred thousand levels (measured: 200 000
 //!   fine, 1 000 000 overflows in a debug build); beyond that the stack
 //!   overflows and the process aborts. Fixing this needs an iterative `Drop`
 //!   in jaq-json; until then transforms must come from trusted catalog
-//!   authors, which they do (overlays and the OpenAPI document).
+//!   authors, which they do (overlays and the OpenAPI document). Values
+//!   from outside (the input, `fromjson`) are at most [`MAX_VALUE_DEPTH`]
+//!   deep.
 //! * Values crossing the boundary are limited to [`MAX_VALUE_DEPTH`] levels
 //!   of nesting so that the caller's (small) stack can serialise and drop
-//!   them.
+//!   them. An error message that reaches the caller is cut to
+//!   [`MAX_ERROR_MESSAGE_BYTES`].
 //!
 //! # Value conversion
 //!
@@ -73,27 +122,39 @@
 //! floats stay floats, object key order is kept both ways (jaq objects and
 //! `serde_json` with `preserve_order` are both insertion ordered). Non-finite
 //! floats are written like jq does: NaN as `null`, ±infinity as ±`f64::MAX`.
-//! jaq object keys that are not strings are an error.
+//! jaq object keys that are not strings are an error. The output's size is
+//! counted exactly (as compact JSON, the way `serde_json::to_vec` writes it)
+//! while it is converted, so a too large output is refused before it is
+//! fully built and nobody needs to measure it again.
 
-use std::cell::Cell;
+mod harden;
+mod natives;
+
 use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use jaq_core::box_iter::box_once;
-use jaq_core::load::lex::{Tok, Token};
+use jaq_core::load::parse::Def;
 use jaq_core::load::{self, Arena, File, Loader};
-use jaq_core::native::{v, Fun};
-use jaq_core::{Compiler, Ctx, Exn, Native, Vars};
+use jaq_core::native::Fun;
+use jaq_core::{Compiler, Ctx, Exn, Vars};
 use jaq_json::{Num, Val};
 use serde_json::Value;
+
+pub use natives::{MAX_INT_BITS, MAX_NUMBER_DIGITS};
 
 type Data = jaq_core::data::JustLut<Val>;
 type Filter = jaq_core::Filter<Data>;
 
-/// Name of the hidden native guard. Programs may not mention it, so they
-/// cannot shadow it with a definition of their own.
+/// Prefix of the names the rewrite adds; programs may not mention it, so
+/// they cannot shadow or call those names.
+const RESERVED: &str = "__toolgate_";
+
+/// Name of the hidden native guard.
 const GUARD: &str = "__toolgate_guard";
+
+/// The program itself, as the last definition of the prelude.
+const MAIN: &str = "__toolgate_main";
 
 /// Builtins removed from the language (see the module doc).
 const FORBIDDEN: &[&str] = &[
@@ -112,33 +173,33 @@ const FORBIDDEN: &[&str] = &[
     "strflocaltime",
 ];
 
-/// Library definitions that loop, with the same semantics as jaq's
-/// `defs.jq` and the guard at the head of each iteration. They replace the
-/// originals by name and arity.
-const GUARDED_DEFS: &str = r#"
-def repeat(f): def rec: __toolgate_guard | f, rec; rec;
-def recurse(f): def rec: __toolgate_guard | ., (f | rec); rec;
-def while(cond; update): def rec: __toolgate_guard | if cond then ., (update | rec) else empty end; rec;
-def until(cond; update): def rec: __toolgate_guard | if cond then . else update | rec end; rec;
-"#;
-
 /// Maximum number of jq worker threads (and so of filters that can be stuck
 /// past their deadline at the same time).
 pub const MAX_WORKERS: usize = 8;
 
-/// Stack of each worker thread. Only touched pages are committed, so this is
-/// mostly address space; it is large so that jaq's recursive drop of deeply
-/// nested values built inside a filter does not overflow.
-const WORKER_STACK_BYTES: usize = 256 << 20;
+/// Stack of each worker thread and of the compiling thread. Only touched
+/// pages are committed, so this is mostly address space; it is large so
+/// that jaq's recursive drop of deeply nested values built inside a filter,
+/// and its recursive parser and compiler, do not overflow.
+const BIG_STACK_BYTES: usize = 256 << 20;
 
 /// Stack a filter's recursion may use before the guard stops it.
 pub const MAX_RECURSION_STACK_BYTES: usize = 32 << 20;
 
-/// Maximum nesting of values passed to and returned from a filter.
+/// Maximum nesting of values passed to and returned from a filter, of JSON
+/// text parsed by `fromjson` and of values written by `tojson`/`tostring`.
 pub const MAX_VALUE_DEPTH: usize = 512;
 
-const HALT_TIMEOUT: i32 = 0x7467_0001;
-const HALT_RECURSION: i32 = 0x7467_0002;
+/// Longest accepted jq program, in bytes. It bounds the depth of jaq's
+/// recursion while compiling (measured in a debug build: 32 000 nested
+/// unary minus, the deepest program per byte, compile within the compiling
+/// thread's 256 MiB stack, 64 000 overflow it); real transforms are a few
+/// hundred bytes.
+pub const MAX_PROGRAM_BYTES: usize = 16 << 10;
+
+/// Longest error message a run returns; longer ones are cut (jaq quotes
+/// whole values in messages such as "cannot index ... with ...").
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 4096;
 
 /// A compiled jq program. Cheap to clone and share between threads.
 #[derive(Clone)]
@@ -167,16 +228,21 @@ pub struct JqCompileError {
     pub message: String,
 }
 
-/// A run that failed (jq error, timeout, output too large, no output).
+/// A run that failed. Callers decide on the variant; the text is for
+/// people.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("jq: {0}")]
-pub struct JqRunError(pub String);
-
-impl JqRunError {
-    /// Whether the run was stopped by its time limit (not a jq error).
-    pub fn is_timeout(&self) -> bool {
-        self.0.starts_with("timed out")
-    }
+pub enum JqRunError {
+    /// The run's time limit (which includes waiting for a worker) passed.
+    #[error("jq: timed out after {0:?}")]
+    Timeout(Duration),
+    /// The output, as compact JSON, is larger than this many bytes.
+    #[error("jq: output is larger than {0} bytes")]
+    OutputTooLarge(usize),
+    /// Anything else: an error the filter raised (`error(...)`, a type
+    /// error), no output, a bound other than time and output size
+    /// (recursion, nesting, what the filter may build), or no free worker.
+    #[error("jq: {0}")]
+    Failed(String),
 }
 
 /// Bounds of one run.
@@ -187,37 +253,63 @@ pub struct JqLimits {
     pub timeout: Duration,
     /// Maximum size of the output serialised as compact JSON.
     pub max_output_bytes: usize,
+    /// What the run may build with the bounded builtins (see the module
+    /// doc): the total charged by `fromjson`, `tojson`/`tostring`/string
+    /// interpolation and string repetition, and the largest string or
+    /// array `+` may build.
+    pub max_alloc_bytes: usize,
+}
+
+impl JqLimits {
+    /// The bounds [`JqProgram::run`] uses: 1 s, 16 MiB of output, 64 MiB
+    /// built.
+    pub const DEFAULT: JqLimits = JqLimits {
+        timeout: Duration::from_secs(1),
+        max_output_bytes: 16 << 20,
+        max_alloc_bytes: 64 << 20,
+    };
 }
 
 impl Default for JqLimits {
-    /// The bounds [`JqProgram::run`] uses: 1 s, 16 MiB.
+    /// [`JqLimits::DEFAULT`].
     fn default() -> Self {
-        JqLimits {
-            timeout: Duration::from_secs(1),
-            max_output_bytes: 16 << 20,
-        }
+        JqLimits::DEFAULT
     }
 }
 
 impl JqProgram {
     /// Parses and compiles `source`.
     pub fn compile(source: &str) -> Result<JqProgram, JqCompileError> {
-        if let Some(at) = source.find(GUARD) {
+        if source.len() > MAX_PROGRAM_BYTES {
             return Err(JqCompileError {
-                message: format!("{}: `{GUARD}` is a reserved name", line_col(source, at)),
+                message: format!(
+                    "1:1: the program is {} bytes long, more than {MAX_PROGRAM_BYTES}",
+                    source.len()
+                ),
             });
         }
-        // Compile the program as written first, so that error positions refer
-        // to the user's text; then compile the guarded version that runs.
-        let plain = compile_source(source)?;
-        let guarded = instrument(source);
-        let filter = if guarded == source {
-            plain
-        } else {
-            compile_source(&guarded).map_err(|e| JqCompileError {
-                message: format!("cannot add run-time guards: {}", e.message),
-            })?
-        };
+        if let Some(at) = source.find(RESERVED) {
+            return Err(JqCompileError {
+                message: format!(
+                    "{}: names starting with `{RESERVED}` are reserved",
+                    line_col(source, at)
+                ),
+            });
+        }
+        let filter = std::thread::scope(|scope| {
+            let compiler = std::thread::Builder::new()
+                .name("toolgate-jq-compile".into())
+                .stack_size(BIG_STACK_BYTES)
+                .spawn_scoped(scope, || compile_source(source))
+                .map_err(|e| JqCompileError {
+                    message: format!("cannot start the compiling thread: {e}"),
+                })?;
+            compiler.join().unwrap_or_else(|panic| {
+                Err(JqCompileError {
+                    message: format!("jq panicked while compiling: {}", panic_text(&*panic)),
+                })
+            })
+        })?;
         Ok(JqProgram {
             inner: Arc::new(Compiled {
                 source: source.to_string(),
@@ -256,7 +348,7 @@ impl JqProgram {
         let job = Job {
             program: Arc::clone(&self.inner),
             input,
-            max_output_bytes: limits.max_output_bytes,
+            limits: *limits,
             deadline,
             reply,
         };
@@ -264,48 +356,54 @@ impl JqProgram {
         let wait = deadline.saturating_duration_since(Instant::now());
         match result.recv_timeout(wait) {
             Ok(r) => r,
-            Err(mpsc::RecvTimeoutError::Timeout) => Err(timed_out(limits.timeout)),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                Err(JqRunError("jq worker stopped without a result".into()))
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(JqRunError::Timeout(limits.timeout)),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(JqRunError::Failed(
+                "jq worker stopped without a result".into(),
+            )),
         }
     }
 }
 
-fn timed_out(timeout: Duration) -> JqRunError {
-    JqRunError(format!("timed out after {timeout:?}"))
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("no message")
 }
 
 // ---------------------------------------------------------------- compiling
 
-fn compile_source(source: &str) -> Result<Filter, JqCompileError> {
-    // Definitions may only refer to earlier ones, so the guarded loops take
-    // the place of the originals.
-    let guarded = guarded_defs();
-    let defs = jaq_core::defs()
-        .chain(jaq_std::defs())
-        .chain(jaq_json::defs())
-        .filter(|d| !FORBIDDEN.contains(&d.name))
-        .map(|d| {
-            guarded
-                .iter()
-                .find(|g| g.name == d.name && g.args.len() == d.args.len())
-                .cloned()
-                .unwrap_or_else(|| guard_body(d))
-        });
-    let funs = jaq_core::funs::<Data>()
+/// jaq's library minus [`FORBIDDEN`], each definition rewritten by
+/// [`harden::def`]. Parsed once.
+fn library() -> &'static [Def<&'static str>] {
+    static LIBRARY: OnceLock<Vec<Def<&'static str>>> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        jaq_core::defs()
+            .chain(jaq_std::defs())
+            .chain(jaq_json::defs())
+            .filter(|d| !FORBIDDEN.contains(&d.name))
+            .map(harden::def)
+            .collect()
+    })
+}
+
+fn funs() -> impl Iterator<Item = Fun<Data>> {
+    jaq_core::funs::<Data>()
         .chain(jaq_std::funs::<Data>())
         .chain(jaq_json::funs::<Data>())
         .filter(|(name, args, _)| {
-            // `range/3` is replaced by the guarded version from `guard_funs`.
-            let replaced = *name == "range" && args.len() == 3;
+            let replaced = natives::REPLACED.contains(&(*name, args.len()));
             !(FORBIDDEN.contains(name) || replaced)
         })
-        .chain(guard_funs());
+        .chain(natives::funs())
+}
 
-    let loader = Loader::new(defs);
+fn compile_source(source: &str) -> Result<Filter, JqCompileError> {
     let arena = Arena::default();
-    let modules = loader
+    // jaq's loader first, for its messages: lexer and parser errors with
+    // positions, and the refusal of `import`/`include`.
+    Loader::new(Vec::new())
         .load(
             &arena,
             File {
@@ -314,8 +412,29 @@ fn compile_source(source: &str) -> Result<Filter, JqCompileError> {
             },
         )
         .map_err(|errs| load_error(source, errs))?;
+    let main = load::parse(source, |p| p.term()).ok_or_else(|| JqCompileError {
+        message: "1:1: module directives are not supported".into(),
+    })?;
+    // The program becomes the last definition of the prelude, so that it
+    // can be rewritten as a tree; its names still point into `source`, so
+    // errors about them carry their positions.
+    let mut prelude = library().to_vec();
+    prelude.push(Def {
+        name: MAIN,
+        args: Vec::new(),
+        body: harden::term(main),
+    });
+    let modules = Loader::new(prelude)
+        .load(
+            &arena,
+            File {
+                code: MAIN,
+                path: (),
+            },
+        )
+        .map_err(|errs| load_error(source, errs))?;
     Compiler::default()
-        .with_funs(funs)
+        .with_funs(funs())
         .compile(modules)
         .map_err(|errs| {
             let mut parts = Vec::new();
@@ -336,25 +455,6 @@ fn compile_source(source: &str) -> Result<Filter, JqCompileError> {
                 message: join_errors(parts),
             }
         })
-}
-
-/// Puts the guard in front of a library definition's body, so that
-/// recursion through it (e.g. `flatten($d)` on deeply nested data built by
-/// the filter) is bounded like the user's own definitions.
-fn guard_body(mut def: load::parse::Def<&'static str>) -> load::parse::Def<&'static str> {
-    use load::parse::{BinaryOp, Term};
-    let body = std::mem::take(&mut def.body);
-    def.body = Term::BinOp(
-        Box::new(Term::Call(GUARD, Vec::new())),
-        BinaryOp::Pipe(None),
-        Box::new(body),
-    );
-    def
-}
-
-fn guarded_defs() -> Vec<load::parse::Def<&'static str>> {
-    // A constant, checked by the tests; an empty list would only lose guards.
-    load::parse(GUARDED_DEFS, |p| p.defs()).unwrap_or_default()
 }
 
 fn load_error(source: &str, errs: load::Errors<&str, ()>) -> JqCompileError {
@@ -439,155 +539,12 @@ fn line_col(source: &str, offset: usize) -> String {
     format!("{line}:{col}")
 }
 
-/// Inserts a guard call at the head of every `def` body. Works on tokens:
-/// `def NAME [(ARGS)] :` is unambiguous in jq, and the guard is followed by
-/// `|`, the operator with the lowest precedence, so the body parses the same
-/// and stays in tail position (jaq's tail-call optimisation still applies).
-fn instrument(source: &str) -> String {
-    let Ok(tokens) = load::Lexer::new(source).lex() else {
-        return source.to_string();
-    };
-    let mut offsets = Vec::new();
-    def_bodies(source, &tokens, &mut offsets);
-    offsets.sort_unstable();
-    let mut out = String::with_capacity(source.len() + offsets.len() * 24);
-    let mut last = 0;
-    for at in offsets {
-        out.push_str(&source[last..at]);
-        out.push(' ');
-        out.push_str(GUARD);
-        out.push_str(" |");
-        last = at;
-    }
-    out.push_str(&source[last..]);
-    out
-}
-
-fn def_bodies(source: &str, tokens: &[Token<&str>], offsets: &mut Vec<usize>) {
-    for (i, token) in tokens.iter().enumerate() {
-        match &token.1 {
-            Tok::Word if token.0 == "def" => {
-                let mut j = i + 1;
-                if !matches!(tokens.get(j), Some(Token(_, Tok::Word))) {
-                    continue;
-                }
-                j += 1;
-                if let Some(Token(s, Tok::Block(_))) = tokens.get(j) {
-                    if s.starts_with('(') {
-                        j += 1;
-                    }
-                }
-                if let Some(Token(colon, Tok::Sym)) = tokens.get(j) {
-                    if *colon == ":" {
-                        let span = load::span(source, colon);
-                        offsets.push(span.end);
-                    }
-                }
-            }
-            Tok::Block(inner) => def_bodies(source, inner, offsets),
-            Tok::Str(parts) => {
-                for part in parts {
-                    if let load::lex::StrPart::Term(t) = part {
-                        def_bodies(source, std::slice::from_ref(t), offsets);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-// ------------------------------------------------------------------- guards
-
-#[derive(Clone, Copy)]
-struct GuardState {
-    deadline: Instant,
-    stack_base: usize,
-}
-
-thread_local! {
-    static GUARD_STATE: Cell<Option<GuardState>> = const { Cell::new(None) };
-}
-
-fn stack_address() -> usize {
-    let marker = 0u8;
-    std::hint::black_box(std::ptr::addr_of!(marker)) as usize
-}
-
-/// `Err(halt code)` when the run must stop.
-fn check_guard() -> Result<(), i32> {
-    let Some(state) = GUARD_STATE.with(Cell::get) else {
-        return Ok(());
-    };
-    if stack_address().abs_diff(state.stack_base) > MAX_RECURSION_STACK_BYTES {
-        return Err(HALT_RECURSION);
-    }
-    if Instant::now() >= state.deadline {
-        return Err(HALT_TIMEOUT);
-    }
-    Ok(())
-}
-
-fn guard_funs() -> impl Iterator<Item = Fun<Data>> {
-    let guard = Native::<Data>::new(|cv| match check_guard() {
-        Ok(()) => box_once(Ok(cv.1)),
-        Err(code) => box_once(Err(Exn::halt(code))),
-    })
-    .with_paths(|cv| match check_guard() {
-        Ok(()) => box_once(Ok(cv.1)),
-        Err(code) => box_once(Err(Exn::halt(code))),
-    })
-    .with_update(|cv, f| match check_guard() {
-        Ok(()) => f(cv.1),
-        Err(code) => box_once(Err(Exn::halt(code))),
-    });
-    let range = Native::<Data>::new(|mut cv| {
-        let by = cv.0.pop_var();
-        let to = cv.0.pop_var();
-        let from = cv.0.pop_var();
-        Box::new(guarded_range(from, to, by))
-    });
-    [(GUARD, v(0), guard), ("range", v(3), range)].into_iter()
-}
-
-/// jaq's `range/3`, consulting the guard before each element.
-fn guarded_range<'a>(
-    from: Val,
-    to: Val,
-    by: Val,
-) -> impl Iterator<Item = jaq_core::ValX<'a, Val>> + 'a {
-    use std::cmp::Ordering::{Equal, Greater, Less};
-    let cmp = by.partial_cmp(&Val::from(0isize)).unwrap_or(Equal);
-    let mut next: Option<Val> = Some(from);
-    std::iter::from_fn(move || {
-        let x = next.take()?;
-        let more = match cmp {
-            Greater => x < to,
-            Less => x > to,
-            Equal => x != to,
-        };
-        if !more {
-            return None;
-        }
-        if let Err(code) = check_guard() {
-            return Some(Err(Exn::halt(code)));
-        }
-        match x.clone() + by.clone() {
-            Ok(n) => {
-                next = Some(n);
-                Some(Ok(x))
-            }
-            Err(e) => Some(Err(Exn::from(e))),
-        }
-    })
-}
-
 // ------------------------------------------------------------------ running
 
 struct Job {
     program: Arc<Compiled>,
     input: Value,
-    max_output_bytes: usize,
+    limits: JqLimits,
     deadline: Instant,
     reply: mpsc::SyncSender<Result<Value, JqRunError>>,
 }
@@ -634,7 +591,7 @@ impl Pool {
                 let id = state.busy.len();
                 let spawned = std::thread::Builder::new()
                     .name(format!("toolgate-jq-{id}"))
-                    .stack_size(WORKER_STACK_BYTES)
+                    .stack_size(BIG_STACK_BYTES)
                     .spawn(move || self.work(id));
                 if spawned.is_ok() {
                     state.busy.push(None);
@@ -646,7 +603,7 @@ impl Pool {
                 .filter(|b| b.is_some_and(|d| d <= now))
                 .count();
             if state.busy.is_empty() || stuck == state.busy.len() {
-                return Err(JqRunError(format!(
+                return Err(JqRunError::Failed(format!(
                     "jq worker pool exhausted ({stuck} of {} workers are still running \
                      filters past their timeout)",
                     self.max_workers
@@ -675,21 +632,19 @@ impl Pool {
             };
             let result = if Instant::now() >= job.deadline {
                 // The caller has already given up.
-                Err(JqRunError("timed out while queued".into()))
+                Err(JqRunError::Timeout(job.limits.timeout))
             } else {
                 let run = std::panic::AssertUnwindSafe(|| {
-                    execute(
-                        &job.program.filter,
-                        job.input,
-                        job.deadline,
-                        job.max_output_bytes,
-                    )
+                    execute(&job.program.filter, job.input, &job.limits, job.deadline)
                 });
-                std::panic::catch_unwind(run).unwrap_or_else(|_| {
-                    Err(JqRunError("jq panicked while running the filter".into()))
+                std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+                    Err(JqRunError::Failed(format!(
+                        "jq panicked while running the filter: {}",
+                        panic_text(&*panic)
+                    )))
                 })
             };
-            GUARD_STATE.with(|g| g.set(None));
+            natives::end_run();
             let _ = job.reply.send(result);
             if let Some(slot) = self.lock().busy.get_mut(id) {
                 *slot = None;
@@ -701,85 +656,110 @@ impl Pool {
 fn execute(
     filter: &Filter,
     input: Value,
+    limits: &JqLimits,
     deadline: Instant,
-    max_output_bytes: usize,
 ) -> Result<Value, JqRunError> {
     let input = to_val(input, 0)?;
-    GUARD_STATE.with(|g| {
-        g.set(Some(GuardState {
-            deadline,
-            stack_base: stack_address(),
-        }))
-    });
+    natives::begin_run(deadline, limits.max_alloc_bytes);
     let ctx = Ctx::<Data>::new(&filter.lut, Vars::new([]));
     let first = filter.id.run((ctx, input)).next();
     let out = match first {
-        None => return Err(JqRunError("produced no output".into())),
+        None => return Err(JqRunError::Failed("produced no output".into())),
         Some(Ok(v)) => v,
-        Some(Err(exn)) => return Err(exn_error(exn)),
+        Some(Err(exn)) => return Err(exn_error(exn, limits)),
     };
-    let mut budget = max_output_bytes;
-    let value = from_val(out, 0, &mut budget).map_err(|e| match e {
-        Conv::TooLarge => too_large(max_output_bytes),
+    let mut budget = limits.max_output_bytes;
+    from_val(out, 0, &mut budget).map_err(|e| match e {
+        Conv::TooLarge => JqRunError::OutputTooLarge(limits.max_output_bytes),
         Conv::Other(e) => e,
-    })?;
-    let mut counter = Counter {
-        n: 0,
-        limit: max_output_bytes,
+    })
+}
+
+fn exn_error(exn: Exn<'_, Val>, limits: &JqLimits) -> JqRunError {
+    let exn = match exn.get_err() {
+        Ok(err) => return JqRunError::Failed(error_text(err)),
+        Err(exn) => exn,
     };
-    if serde_json::to_writer(&mut counter, &value).is_err() {
-        return Err(too_large(max_output_bytes));
+    let built = limits.max_alloc_bytes;
+    JqRunError::Failed(match exn.get_halt() {
+        Ok(natives::HALT_TIMEOUT) => return JqRunError::Timeout(limits.timeout),
+        Ok(natives::HALT_RECURSION) => format!(
+            "recursion too deep (more than {} MiB of stack)",
+            MAX_RECURSION_STACK_BYTES >> 20
+        ),
+        Ok(natives::HALT_BUDGET) => format!(
+            "the filter built more than {built} bytes with fromjson, tojson, tostring, \
+             string interpolation and string repetition (the run's budget)"
+        ),
+        Ok(natives::HALT_VALUE_SIZE) => {
+            format!("the filter would build a string or array larger than {built} bytes")
+        }
+        Ok(code) => format!("halted with code {code}"),
+        Err(_) => "internal control flow escaped the filter".into(),
+    })
+}
+
+/// The text of an error the filter raised, at most
+/// [`MAX_ERROR_MESSAGE_BYTES`] long, formatted without building more.
+fn error_text(err: jaq_core::Error<Val>) -> String {
+    let shown = bounded_display(&err);
+    // A string raised with `error("...")` is shown quoted; its own text is
+    // wanted, and taking it is a move. Messages built by jaq ("cannot
+    // index ...") never start with a quote.
+    if !shown.starts_with('"') {
+        return shown;
     }
-    Ok(value)
-}
-
-fn too_large(max: usize) -> JqRunError {
-    JqRunError(format!("output is larger than {max} bytes"))
-}
-
-fn exn_error(exn: Exn<'_, Val>) -> JqRunError {
-    match exn.get_err() {
-        Ok(err) => match err.into_val() {
-            Val::TStr(s) | Val::BStr(s) => JqRunError(String::from_utf8_lossy(&s).into_owned()),
-            v => JqRunError(v.to_string()),
-        },
-        Err(exn) => match exn.get_halt() {
-            Ok(HALT_TIMEOUT) => JqRunError("timed out".into()),
-            Ok(HALT_RECURSION) => JqRunError(format!(
-                "recursion too deep (more than {} MiB of stack)",
-                MAX_RECURSION_STACK_BYTES >> 20
-            )),
-            Ok(code) => JqRunError(format!("halted with code {code}")),
-            Err(_) => JqRunError("internal control flow escaped the filter".into()),
-        },
+    match err.into_val() {
+        Val::TStr(s) | Val::BStr(s) => {
+            let end = s.len().min(MAX_ERROR_MESSAGE_BYTES + 4);
+            let text = String::from_utf8_lossy(&s[..end]);
+            cut(&text, s.len() > end)
+        }
+        v => bounded_display(&v),
     }
 }
 
-/// Counts serialised bytes, failing once past the limit.
-struct Counter {
-    n: usize,
-    limit: usize,
-}
-
-impl std::io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.n += buf.len();
-        if self.n > self.limit {
-            Err(std::io::Error::other("limit"))
-        } else {
-            Ok(buf.len())
+fn bounded_display(v: &dyn std::fmt::Display) -> String {
+    struct Bounded(String);
+    impl std::fmt::Write for Bounded {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            // Stopping the formatter also stops its recursion into values.
+            if self.0.len() + s.len() > MAX_ERROR_MESSAGE_BYTES + 4 {
+                let room = (MAX_ERROR_MESSAGE_BYTES + 4).saturating_sub(self.0.len());
+                let mut end = room.min(s.len());
+                while !s.is_char_boundary(end) {
+                    end -= 1;
+                }
+                self.0.push_str(&s[..end]);
+                return Err(std::fmt::Error);
+            }
+            self.0.push_str(s);
+            Ok(())
         }
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+    let mut out = Bounded(String::new());
+    let more = std::fmt::write(&mut out, format_args!("{v}")).is_err();
+    cut(&out.0, more)
+}
+
+/// `text` cut to [`MAX_ERROR_MESSAGE_BYTES`] (at a character boundary),
+/// with `...` when something was left out.
+fn cut(text: &str, more: bool) -> String {
+    if text.len() <= MAX_ERROR_MESSAGE_BYTES && !more {
+        return text.to_string();
     }
+    let mut end = text.len().min(MAX_ERROR_MESSAGE_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
 }
 
 // --------------------------------------------------------------- conversion
 
 fn to_val(v: Value, depth: usize) -> Result<Val, JqRunError> {
     if depth > MAX_VALUE_DEPTH {
-        return Err(JqRunError(format!(
+        return Err(JqRunError::Failed(format!(
             "input is nested more than {MAX_VALUE_DEPTH} levels deep"
         )));
     }
@@ -816,37 +796,34 @@ enum Conv {
     Other(JqRunError),
 }
 
-/// Converts back, charging a lower bound of the serialised size to `budget`
-/// so that a huge output is refused before it is fully built.
+/// Converts back, charging the exact size of the compact JSON text to
+/// `budget` as it goes, so that a huge output is refused before it is fully
+/// built; leaves are measured by serialising them with `serde_json`, the
+/// same writer that later writes the whole.
 fn from_val(v: Val, depth: usize, budget: &mut usize) -> Result<Value, Conv> {
     if depth > MAX_VALUE_DEPTH {
-        return Err(Conv::Other(JqRunError(format!(
+        return Err(Conv::Other(JqRunError::Failed(format!(
             "output is nested more than {MAX_VALUE_DEPTH} levels deep"
         ))));
     }
-    let mut charge = |n: usize| -> Result<(), Conv> {
-        *budget = budget.checked_sub(n).ok_or(Conv::TooLarge)?;
-        Ok(())
-    };
     Ok(match v {
         Val::Null => {
-            charge(4)?;
+            charge(budget, 4)?;
             Value::Null
         }
         Val::Bool(b) => {
-            charge(4)?;
+            charge(budget, if b { 4 } else { 5 })?;
             Value::Bool(b)
         }
         Val::Num(n) => {
-            charge(1)?;
-            num_to_json(&n)
+            let n = num_to_json(&n);
+            charge_json(budget, &n)?;
+            n
         }
-        Val::TStr(s) | Val::BStr(s) => {
-            charge(s.len() + 2)?;
-            Value::String(String::from_utf8_lossy(&s).into_owned())
-        }
+        Val::TStr(s) | Val::BStr(s) => Value::String(string(&s, budget)?),
         Val::Arr(a) => {
-            charge(2 + a.len().saturating_sub(1))?;
+            // brackets and commas
+            charge(budget, a.len().saturating_sub(1) + 2)?;
             let items = jaq_json::Rc::try_unwrap(a).unwrap_or_else(|a| (*a).clone());
             let mut out = Vec::with_capacity(items.len());
             for x in items {
@@ -855,24 +832,69 @@ fn from_val(v: Val, depth: usize, budget: &mut usize) -> Result<Value, Conv> {
             Value::Array(out)
         }
         Val::Obj(o) => {
-            charge(2 + o.len().saturating_sub(1))?;
+            // braces, commas and colons
+            charge(budget, o.len().saturating_sub(1) + 2 + o.len())?;
             let map = jaq_json::Rc::try_unwrap(o).unwrap_or_else(|o| (*o).clone());
             let mut out = serde_json::Map::with_capacity(map.len());
             for (k, x) in map {
                 let key = match k {
-                    Val::TStr(s) | Val::BStr(s) => String::from_utf8_lossy(&s).into_owned(),
+                    Val::TStr(s) | Val::BStr(s) => string(&s, budget)?,
                     other => {
-                        return Err(Conv::Other(JqRunError(format!(
-                            "object key {other} is not a string"
+                        return Err(Conv::Other(JqRunError::Failed(format!(
+                            "object key {} is not a string",
+                            bounded_display(&other)
                         ))))
                     }
                 };
-                *budget = budget.checked_sub(key.len() + 3).ok_or(Conv::TooLarge)?;
                 out.insert(key, from_val(x, depth + 1, budget)?);
             }
             Value::Object(out)
         }
     })
+}
+
+fn charge(budget: &mut usize, n: usize) -> Result<(), Conv> {
+    *budget = budget.checked_sub(n).ok_or(Conv::TooLarge)?;
+    Ok(())
+}
+
+/// A string's text (invalid UTF-8 replaced, as when writing it), charged
+/// with its quotes and escapes; refused before it is copied if even its
+/// bytes do not fit.
+fn string(s: &[u8], budget: &mut usize) -> Result<String, Conv> {
+    if s.len().saturating_add(2) > *budget {
+        return Err(Conv::TooLarge);
+    }
+    let s = String::from_utf8_lossy(s).into_owned();
+    charge_json(budget, &s)?;
+    Ok(s)
+}
+
+fn charge_json(budget: &mut usize, v: &impl serde::Serialize) -> Result<(), Conv> {
+    /// Counts bytes, failing once past the limit.
+    struct Counter {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            if self.n > self.limit {
+                Err(std::io::Error::other("limit"))
+            } else {
+                Ok(buf.len())
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter {
+        n: 0,
+        limit: *budget,
+    };
+    serde_json::to_writer(&mut counter, v).map_err(|_| Conv::TooLarge)?;
+    charge(budget, counter.n)
 }
 
 fn num_to_json(n: &Num) -> Value {
@@ -924,6 +946,7 @@ mod tests {
         JqLimits {
             timeout: Duration::from_millis(timeout_ms),
             max_output_bytes: 1 << 20,
+            ..JqLimits::DEFAULT
         }
     }
 
@@ -946,15 +969,15 @@ mod tests {
     #[test]
     fn no_output_is_an_error() {
         let err = run("empty", json!(1)).unwrap_err();
-        assert!(err.0.contains("produced no output"), "{err}");
+        assert_eq!(err, JqRunError::Failed("produced no output".into()));
     }
 
     #[test]
     fn jq_errors_carry_their_message() {
         let err = run(r#"error("boom")"#, json!(null)).unwrap_err();
-        assert_eq!(err.0, "boom");
+        assert_eq!(err, JqRunError::Failed("boom".into()));
         let err = run(".a.b", json!({"a": 1})).unwrap_err();
-        assert!(err.0.contains("cannot"), "{err}");
+        assert!(err.to_string().contains("cannot"), "{err}");
     }
 
     #[test]
@@ -1011,9 +1034,15 @@ mod tests {
     }
 
     #[test]
-    fn the_guard_name_is_reserved() {
-        let err = JqProgram::compile("def __toolgate_guard: .; 1").unwrap_err();
-        assert!(err.message.contains("reserved"), "{err}");
+    fn names_with_the_reserved_prefix_are_refused() {
+        for src in [
+            "def __toolgate_guard: .; 1",
+            "__toolgate_add(1; 2)",
+            "1 as $__toolgate_rhs | .",
+        ] {
+            let err = JqProgram::compile(src).unwrap_err();
+            assert!(err.message.contains("reserved"), "{err}");
+        }
     }
 
     #[test]
@@ -1061,6 +1090,14 @@ mod tests {
             ("def f: def g: . * 2; g + 1; f", json!(3), json!(7)),
             ("\"\\(def f: 5; f)\"", json!(null), json!("5")),
             ("{def: 1} | .def", json!(null), json!(1)),
+            (
+                "[.[] | ascii_upcase] | sort",
+                json!(["b", "a"]),
+                json!(["A", "B"]),
+            ),
+            ("[splits(\", *\")]", json!("a, b,c"), json!(["a", "b", "c"])),
+            ("[limit(2; .[])]", json!([5, 6, 7]), json!([5, 6])),
+            ("@sh", json!(["a b", 1]), json!("'a b' 1")),
         ];
         for (src, input, want) in cases {
             assert_eq!(run(src, input).unwrap(), want, "{src}");
@@ -1107,7 +1144,8 @@ mod tests {
         let took = started.elapsed();
         assert!(took < Duration::from_millis(400), "{src}: took {took:?}");
         // Non-tail recursion may hit the depth guard before the deadline.
-        let stopped = err.0.contains("timed out") || err.0.contains("recursion too deep");
+        let stopped =
+            matches!(err, JqRunError::Timeout(_)) || err.to_string().contains("recursion too deep");
         assert!(stopped, "{src}: {err}");
     }
 
@@ -1133,7 +1171,7 @@ mod tests {
         let program = JqProgram::compile("last(range(1e18))").unwrap();
         for _ in 0..(MAX_WORKERS * 2) {
             let err = program.run_bounded(json!(0), &short(50)).unwrap_err();
-            assert!(err.0.contains("timed out"), "{err}");
+            assert!(matches!(err, JqRunError::Timeout(_)), "{err}");
         }
         assert_eq!(run("1", json!(0)).unwrap(), json!(1));
     }
@@ -1146,15 +1184,15 @@ mod tests {
         let slow = JqProgram::compile("reduce .[] as $x (0; . + $x)").unwrap();
         let input = Value::Array(vec![json!(1); 2_000_000]);
         let err = slow.run_on(pool, input, &short(200)).unwrap_err();
-        assert!(err.0.contains("timed out"), "{err}");
+        assert!(matches!(err, JqRunError::Timeout(_)), "{err}");
         std::thread::sleep(Duration::from_millis(5));
         let started = Instant::now();
         let quick = JqProgram::compile(".").unwrap();
         let err = quick.run_on(pool, json!(1), &short(10_000)).unwrap_err();
-        assert!(err.0.contains("pool exhausted"), "{err}");
+        assert!(err.to_string().contains("pool exhausted"), "{err}");
         assert!(started.elapsed() < Duration::from_millis(100));
         // Once the stuck filter finishes, the worker serves again.
-        let mut last = Err(JqRunError(String::new()));
+        let mut last = Err(JqRunError::Failed(String::new()));
         for _ in 0..600 {
             last = quick.run_on(pool, json!(1), &short(10_000));
             if last.is_ok() {
@@ -1169,7 +1207,7 @@ mod tests {
     fn deep_non_tail_recursion_is_stopped_not_a_crash() {
         let program = JqProgram::compile("def f: f + 1; f").unwrap();
         let err = program.run_bounded(json!(0), &short(10_000)).unwrap_err();
-        assert!(err.0.contains("recursion too deep"), "{err}");
+        assert!(err.to_string().contains("recursion too deep"), "{err}");
     }
 
     #[test]
@@ -1181,7 +1219,7 @@ mod tests {
         let err = program
             .run_bounded(json!(null), &short(20_000))
             .unwrap_err();
-        assert!(err.0.contains("recursion too deep"), "{err}");
+        assert!(err.to_string().contains("recursion too deep"), "{err}");
     }
 
     #[test]
@@ -1189,10 +1227,11 @@ mod tests {
         let limits = JqLimits {
             timeout: Duration::from_secs(5),
             max_output_bytes: 1000,
+            ..JqLimits::DEFAULT
         };
         let program = JqProgram::compile("[range(1000)]").unwrap();
         let err = program.run_bounded(json!(null), &limits).unwrap_err();
-        assert!(err.0.contains("larger than 1000 bytes"), "{err}");
+        assert_eq!(err, JqRunError::OutputTooLarge(1000));
         let program = JqProgram::compile(r#""x" * 2000"#).unwrap();
         assert!(program.run_bounded(json!(null), &limits).is_err());
         // exactly at the limit is fine: "\"" + 998 x + "\"" = 1000 bytes.
@@ -1208,9 +1247,9 @@ mod tests {
         for _ in 0..(MAX_VALUE_DEPTH + 5) {
             deep = json!([deep]);
         }
-        assert!(run(".", deep).unwrap_err().0.contains("nested"));
+        assert!(run(".", deep).unwrap_err().to_string().contains("nested"));
         let err = run("reduce range(1000) as $x (1; [.])", json!(null)).unwrap_err();
-        assert!(err.0.contains("nested"), "{err}");
+        assert!(err.to_string().contains("nested"), "{err}");
     }
 
     #[test]
@@ -1237,6 +1276,355 @@ mod tests {
         }
         let hop = started.elapsed() / n;
         println!("compile {compile:?} per program, run {run:?} per call, `.` {hop:?} per call");
+    }
+
+    fn with_alloc(max_alloc_bytes: usize) -> JqLimits {
+        JqLimits {
+            max_alloc_bytes,
+            ..JqLimits::DEFAULT
+        }
+    }
+
+    fn failed(src: &str, input: Value) -> String {
+        match run(src, input) {
+            Err(JqRunError::Failed(msg)) => msg,
+            other => panic!("{src}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_deeply_nested_fromjson_string_is_an_error_not_an_abort() {
+        // 3 MiB of `[` overflowed the worker's stack in jaq's recursive
+        // parser and aborted the process.
+        let program = JqProgram::compile(r#"{path: "/x", body: (.data | fromjson)}"#).unwrap();
+        let err = program
+            .run(json!({"data": "[".repeat(3 << 20)}))
+            .unwrap_err();
+        let JqRunError::Failed(msg) = &err else {
+            panic!("{err}")
+        };
+        assert!(
+            msg.contains("nested more than 512 levels deep at byte 512"),
+            "{msg}"
+        );
+        assert!(msg.len() < 200, "only the text's start is quoted: {msg}");
+        // Built inside the filter, and caught like any text that is not JSON.
+        let src = r#"try ("[" * 3000000 | fromjson) catch "not JSON""#;
+        assert_eq!(run(src, json!(null)).unwrap(), json!("not JSON"));
+        assert_eq!(run(".", json!(1)).unwrap(), json!(1));
+    }
+
+    #[test]
+    fn fromjson_accepts_nesting_up_to_the_value_depth_and_brackets_in_strings() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(run("fromjson", json!(nested(MAX_VALUE_DEPTH))).is_ok());
+        let msg = failed("fromjson", json!(nested(MAX_VALUE_DEPTH + 1)));
+        assert!(msg.contains("nested more than 512"), "{msg}");
+        // Brackets inside strings (after an escaped quote and an escaped
+        // backslash) and in comments are not nesting.
+        let many = "[".repeat(2 * MAX_VALUE_DEPTH);
+        let text = format!("[\"\\\"{many}\", \"\\\\\", {{\"k\": \"{many}\"}}] # {many}\n 1");
+        let out = run("[fromjson] | map(type)", json!(text)).unwrap();
+        assert_eq!(out, json!(["array", "number"]));
+        // jaq's own extensions remain: NaN, several values in one text.
+        assert_eq!(
+            run("[fromjson]", json!("1 [NaN]")).unwrap(),
+            json!([1, [null]])
+        );
+        assert_eq!(run("tonumber", json!("12")).unwrap(), json!(12));
+    }
+
+    #[test]
+    fn fromjson_refuses_numbers_with_too_many_digits() {
+        let long = "1".repeat(MAX_NUMBER_DIGITS + 1);
+        let msg = failed("fromjson", json!(long));
+        assert!(msg.contains("more than 4096 digits"), "{msg}");
+        assert!(run("tonumber", json!(long)).is_err());
+        let most = "1".repeat(MAX_NUMBER_DIGITS);
+        assert_eq!(run("fromjson > 0", json!(most)).unwrap(), json!(true));
+        // Digits inside a string are text.
+        let quoted = format!("\"{long}\"");
+        assert_eq!(
+            run("fromjson | length", json!(quoted)).unwrap(),
+            json!(4097)
+        );
+    }
+
+    #[test]
+    fn fromjson_charges_the_estimated_size_of_its_value_to_the_budget() {
+        // 200 kB of text, 100 001 values: about 1.8 MB estimated.
+        let text = format!("[{}0]", "0,".repeat(100_000));
+        let program = JqProgram::compile("fromjson | length").unwrap();
+        let err = program
+            .run_bounded(json!(text), &with_alloc(1 << 20))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("built more than 1048576 bytes"),
+            "{err}"
+        );
+        let out = program.run_bounded(json!(text), &with_alloc(4 << 20));
+        assert_eq!(out.unwrap(), json!(100_001));
+    }
+
+    #[test]
+    fn string_repetition_beyond_the_budget_is_an_error_not_an_abort() {
+        for (src, input) in [
+            (r#""x" * 10000000000"#, json!(null)),
+            (r#""x" * .n"#, json!({"n": 10_000_000_000u64})),
+            (r#".n * "x""#, json!({"n": 10_000_000_000u64})),
+            (r#""x" * 100000000000000000000"#, json!(null)),
+            (r#""ab" * 40000000 | length"#, json!(null)),
+            // A bound of the run, not an error of the filter: not caught.
+            (r#"try ("x" * 10000000000) catch "caught""#, json!(null)),
+        ] {
+            let msg = failed(src, input);
+            assert!(
+                msg.contains("built more than 67108864 bytes"),
+                "{src}: {msg}"
+            );
+        }
+        assert_eq!(run(r#""ab" * 3"#, json!(null)).unwrap(), json!("ababab"));
+        assert_eq!(run(r#"3 * "ab""#, json!(null)).unwrap(), json!("ababab"));
+        assert_eq!(run(r#""ab" * 0"#, json!(null)).unwrap(), json!(null));
+        // The budget is for the whole run: 20 × 100 kB do not fit in 1 MiB.
+        let many = JqProgram::compile(r#"[range(20) | "x" * 100000] | length"#).unwrap();
+        assert!(many.run_bounded(json!(null), &with_alloc(1 << 20)).is_err());
+        let few = JqProgram::compile(r#"[range(5) | "x" * 100000] | length"#).unwrap();
+        let out = few.run_bounded(json!(null), &with_alloc(1 << 20));
+        assert_eq!(out.unwrap(), json!(5));
+    }
+
+    #[test]
+    fn doubling_a_string_or_an_array_with_plus_stops_at_the_cap() {
+        for src in [
+            r#"reduce range(64) as $x ("x"; . + .)"#,
+            "reduce range(64) as $x ([1]; . + .)",
+            r#"reduce range(64) as $x ("x"; . += .)"#,
+        ] {
+            let msg = failed(src, json!(null));
+            assert!(msg.contains("larger than 67108864 bytes"), "{src}: {msg}");
+        }
+        // Concatenation in a loop is capped per value, not charged: `join`
+        // builds 2000 intermediate strings (10 MB in all) under a 64 KiB
+        // budget.
+        let parts: Vec<String> = (0..2000).map(|i| format!("{i:05}")).collect();
+        let join = JqProgram::compile(r#"join("") | length"#).unwrap();
+        let out = join.run_bounded(json!(parts), &with_alloc(64 << 10));
+        assert_eq!(out.unwrap(), json!(10_000));
+    }
+
+    #[test]
+    fn assigning_far_past_the_end_of_an_array_is_an_error_not_padding() {
+        // jq pads with nulls (`.[1e10] = 1` would allocate 160 GB); jaq
+        // does not, which this test pins down.
+        for src in ["[] | .[10000000000] = 1", "[] | setpath([10000000000]; 1)"] {
+            let msg = failed(src, json!(null));
+            assert!(msg.contains("out of bounds"), "{src}: {msg}");
+        }
+    }
+
+    #[test]
+    fn plus_and_times_keep_jaq_semantics() {
+        let cases = [
+            (r#""a" + "b""#, json!(null), json!("ab")),
+            ("[1] + [2]", json!(null), json!([1, 2])),
+            ("{a: 1} + {b: 2}", json!(null), json!({"a": 1, "b": 2})),
+            ("null + 1", json!(null), json!(1)),
+            ("[(1, 2) + (10, 20)]", json!(null), json!([11, 21, 12, 22])),
+            ("[(1, 2) * (10, 20)]", json!(null), json!([10, 20, 20, 40])),
+            (
+                ".a += 1 | .b *= 3",
+                json!({"a": 1, "b": 2}),
+                json!({"a": 2, "b": 6}),
+            ),
+            (".[] += 1", json!([1, 2]), json!([2, 3])),
+            (r#".s *= 2"#, json!({"s": "ab"}), json!({"s": "abab"})),
+            (
+                "{a: {b: 1}} * {a: {c: 2}}",
+                json!(null),
+                json!({"a": {"b": 1, "c": 2}}),
+            ),
+            (
+                "9223372036854775807 + 1",
+                json!(null),
+                json!(9223372036854775808u64),
+            ),
+            ("add", json!([1, 2, 3]), json!(6)),
+            (r#"join("-")"#, json!(["a", "b"]), json!("a-b")),
+            (
+                "[combinations]",
+                json!([[1, 2], [3]]),
+                json!([[1, 3], [2, 3]]),
+            ),
+            ("3 - 1", json!(null), json!(2)),
+        ];
+        for (src, input, want) in cases {
+            assert_eq!(run(src, input).unwrap(), want, "{src}");
+        }
+        let err = run(r#"{} + "a""#, json!(null)).unwrap_err();
+        assert!(err.to_string().contains("cannot calculate"), "{err}");
+        let caught = run(r#"try ({} * "a") catch "caught""#, json!(null));
+        assert_eq!(caught.unwrap(), json!("caught"));
+    }
+
+    #[test]
+    fn huge_integers_become_floats_instead_of_filling_memory() {
+        // 3^(2^40) would need terabytes as a big integer.
+        let out = run("reduce range(40) as $x (3; . * .)", json!(null)).unwrap();
+        assert_eq!(out, json!(f64::MAX));
+        let out = run("reduce range(5000) as $x (1; . + .)", json!(null)).unwrap();
+        assert_eq!(out, json!(f64::MAX));
+        let out = run("reduce range(3) as $x (3; . * .)", json!(null)).unwrap();
+        assert_eq!(out, json!(6561));
+    }
+
+    #[test]
+    fn tojson_and_tostring_of_a_shared_value_stop_at_the_budget() {
+        // 2^64 leaves built from 64 nodes.
+        for f in [
+            "tojson",
+            "tostring",
+            r#""\(.)""#,
+            "@json",
+            "@text",
+            "@base64",
+        ] {
+            let src = format!("reduce range(64) as $x (1; [., .]) | {f}");
+            let program = JqProgram::compile(&src).unwrap();
+            let err = program.run_bounded(json!(null), &with_alloc(1 << 20));
+            let msg = err.unwrap_err().to_string();
+            assert!(
+                msg.contains("built more than 1048576 bytes"),
+                "{src}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn tojson_refuses_values_nested_deeper_than_the_value_depth() {
+        let msg = failed("reduce range(600) as $x (1; [.]) | tojson", json!(null));
+        assert!(msg.contains("nested more than 512 levels deep"), "{msg}");
+        let src = r#"reduce range(600) as $x (1; [.]) | try tostring catch "deep""#;
+        assert_eq!(run(src, json!(null)).unwrap(), json!("deep"));
+    }
+
+    #[test]
+    fn tojson_tostring_and_interpolation_write_what_jaq_writes() {
+        let cases = [
+            (
+                "tojson",
+                json!([1, "a\n", {"b": null}, 1.5, true]),
+                json!("[1,\"a\\n\",{\"b\":null},1.5,true]"),
+            ),
+            ("tostring", json!("x"), json!("x")),
+            ("tostring", json!(1), json!("1")),
+            ("tostring", json!({"a": [1]}), json!("{\"a\":[1]}")),
+            (r#""a\(.)b\("c")""#, json!(1), json!("a1bc")),
+            (r#"@json "v=\(.)""#, json!("q\""), json!("v=\"q\\\"\"")),
+            ("@text", json!([1]), json!("[1]")),
+            ("@base64", json!("hi"), json!("aGk=")),
+            (r#"{("k\(1)"): 2}"#, json!(null), json!({"k1": 2})),
+            (
+                "map(tojson | fromjson)",
+                json!([1, "x", [2]]),
+                json!([1, "x", [2]]),
+            ),
+        ];
+        for (src, input, want) in cases {
+            assert_eq!(run(src, input).unwrap(), want, "{src}");
+        }
+    }
+
+    #[test]
+    fn a_filter_raising_timed_out_is_a_failure_not_a_timeout() {
+        let err = run(r#"error("timed out")"#, json!(null)).unwrap_err();
+        assert_eq!(err, JqRunError::Failed("timed out".into()));
+        let err = run(r#"error("timed out after 1s")"#, json!(null)).unwrap_err();
+        assert!(matches!(err, JqRunError::Failed(_)), "{err:?}");
+        let program = JqProgram::compile("def f: f; f").unwrap();
+        let err = program.run_bounded(json!(0), &short(50)).unwrap_err();
+        assert_eq!(err, JqRunError::Timeout(Duration::from_millis(50)));
+    }
+
+    #[test]
+    fn the_output_size_is_counted_exactly() {
+        let identity = JqProgram::compile(".").unwrap();
+        let at = |max_output_bytes| JqLimits {
+            max_output_bytes,
+            ..JqLimits::DEFAULT
+        };
+        for v in [
+            json!({"a": [true, false, null, 1.5, -7, "x\n\"é\u{1}/"], "b": {}, "c": []}),
+            json!(1e300),
+            json!(""),
+            json!(u64::MAX),
+        ] {
+            let exact = serde_json::to_vec(&v).unwrap().len();
+            assert_eq!(identity.run_bounded(v.clone(), &at(exact)).unwrap(), v);
+            let err = identity.run_bounded(v.clone(), &at(exact - 1)).unwrap_err();
+            assert_eq!(err, JqRunError::OutputTooLarge(exact - 1), "{v}");
+        }
+    }
+
+    #[test]
+    fn error_messages_are_cut_without_formatting_whole_values() {
+        let msg = failed(r#"error("x" * 100000)"#, json!(null));
+        assert_eq!(msg.len(), MAX_ERROR_MESSAGE_BYTES + 3);
+        assert!(msg.ends_with("..."), "{msg}");
+        assert_eq!(failed("error({a: 1})", json!(null)), "{\"a\":1}");
+        // jaq quotes the whole value in "cannot index ... with ...": a
+        // large one, a deep one, one that shares parts.
+        for src in [
+            "[range(100000)] | .a",
+            "reduce range(100000) as $x (1; [.]) | .a",
+            "reduce range(64) as $x (1; [., .]) | .a",
+        ] {
+            let msg = failed(src, json!(null));
+            assert!(msg.starts_with("cannot index ["), "{src}: {msg}");
+            assert!(msg.len() <= MAX_ERROR_MESSAGE_BYTES + 3, "{src}");
+        }
+    }
+
+    #[test]
+    fn a_panic_inside_jaq_is_a_run_error_and_the_worker_keeps_serving() {
+        let pool: &'static Pool = Box::leak(Box::new(Pool::new(1)));
+        let filter = compile_source(natives::PANIC_FOR_TESTS).unwrap();
+        let panicking = JqProgram {
+            inner: Arc::new(Compiled {
+                source: natives::PANIC_FOR_TESTS.into(),
+                filter,
+            }),
+        };
+        let err = panicking
+            .run_on(pool, json!(null), &short(5000))
+            .unwrap_err();
+        assert!(err.to_string().contains("panicked"), "{err}");
+        assert!(err.to_string().contains("a panic for tests"), "{err}");
+        let quick = JqProgram::compile(".").unwrap();
+        let out = quick.run_on(pool, json!(1), &short(5000));
+        assert_eq!(out.unwrap(), json!(1));
+    }
+
+    #[test]
+    fn long_and_deeply_nested_programs_compile_without_overflowing() {
+        let half = MAX_PROGRAM_BYTES / 2 - 1;
+        let programs = [
+            format!("{}{}", "[".repeat(half), "]".repeat(half)),
+            format!("{}.{}", "(".repeat(half), ")".repeat(half)),
+            format!("{}.", ". + ".repeat((MAX_PROGRAM_BYTES - 1) / 4)),
+            format!("{}1", "-".repeat(MAX_PROGRAM_BYTES - 1)),
+            format!("{}1{}", "{a:".repeat(half / 2), "}".repeat(half / 2)),
+            format!("{}1{}", "\"\\(".repeat(half / 3), ")\"".repeat(half / 3)),
+        ];
+        for src in &programs {
+            assert!(src.len() <= MAX_PROGRAM_BYTES);
+            if let Err(e) = JqProgram::compile(src) {
+                // Some are not valid jq; what matters is the answer.
+                assert!(!e.message.is_empty());
+            }
+        }
+        let err = JqProgram::compile(&" ".repeat(MAX_PROGRAM_BYTES + 1)).unwrap_err();
+        assert!(err.message.contains("more than 16384"), "{err}");
     }
 
     #[test]

@@ -47,11 +47,13 @@ pub struct UpstreamSource<'a> {
     pub options: &'a CompileOptions,
 }
 
-/// Bounds for dry runs at compile time: generous for real transforms, short
-/// enough that a runaway filter cannot stall a reconcile.
+/// Bounds for dry runs at compile time: generous for real transforms (the
+/// samples are small), short enough that a runaway filter cannot stall a
+/// reconcile, small enough that one cannot take the operator's memory.
 const DRY_RUN_LIMITS: crate::transform::JqLimits = crate::transform::JqLimits {
     timeout: std::time::Duration::from_millis(500),
     max_output_bytes: 1 << 20,
+    max_alloc_bytes: 16 << 20,
 };
 
 /// Wall-clock time one compile may spend dry-running transforms. NB: one
@@ -670,7 +672,7 @@ fn check_transforms(
                     ok = true;
                     break;
                 }
-                Err(e) if e.is_timeout() => {
+                Err(e @ crate::transform::JqRunError::Timeout(_)) => {
                     dry_runs.timed_out.insert(id, on.tool.to_string());
                     return Err(fail(key, format!("fails on a synthetic input: {e}")));
                 }

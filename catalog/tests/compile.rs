@@ -694,3 +694,44 @@ fn a_transform_that_never_finishes_is_dry_run_once_per_compile() {
         );
     }
 }
+
+#[test]
+fn a_deeply_nested_json_string_in_a_dry_run_sample_rejects_the_tool_not_the_process() {
+    // The example becomes the dry run's sample; 1M levels of `[` overflowed
+    // the jq worker's stack in jaq's recursive JSON parser and aborted the
+    // compile's process.
+    let deep = "[".repeat(1_000_000);
+    let u = compile(&doc30(json!({
+        "/x": {"post": {"operationId": "x",
+            "x-mcp-request-transform": "{path: \"/x\", body: (.data | fromjson)}",
+            "parameters": [{"name": "data", "in": "query", "required": true,
+                            "schema": {"type": "string", "example": deep}}],
+            "responses": {"200": {"description": "ok"}}}}})));
+    assert!(u.tools.is_empty(), "{:?}", u.tools);
+    let r = &u.rejected[0];
+    assert_eq!(r.reason, RejectReason::TransformInvalid);
+    assert!(
+        r.message.contains("nested more than 512 levels deep"),
+        "{}",
+        r.message
+    );
+}
+
+#[test]
+fn a_filter_raising_timed_out_on_one_sample_is_not_taken_for_a_timeout() {
+    // Two samples: one with the optional `p`, one without. An error on the
+    // first used to be read as a timeout when its text began "timed out",
+    // which rejected the tool; like any other error it is not.
+    for raised in ["timed out", "boom"] {
+        let transform = format!("if has(\"p\") then error(\"{raised}\") else {{path: \"/x\"}} end");
+        let u = compile(&doc30(json!({
+            "/x": {"get": {"operationId": "x",
+                "x-mcp-request-transform": transform,
+                "parameters": [
+                    {"name": "q", "in": "query", "required": true, "schema": {"type": "string"}},
+                    {"name": "p", "in": "query", "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "ok"}}}}})));
+        assert!(u.rejected.is_empty(), "{raised}: {:?}", u.rejected);
+        assert_eq!(u.tools.len(), 1, "{raised}");
+    }
+}

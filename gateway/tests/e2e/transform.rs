@@ -45,6 +45,14 @@ fn transform_catalog() -> catalog::Catalog {
                 json!([{"arg": "id", "name": "id", "in": "path", "style": "simple", "explode": false, "required": true}]),
                 json!({"transforms": {"response": "[range(1e12)] | length"}}),
             ),
+            tool(
+                "t__parse",
+                "GET",
+                "/unused",
+                json!({"type": "object", "properties": {"data": {"type": "string"}}, "required": ["data"]}),
+                json!([]),
+                json!({"transforms": {"request": "{path: \"/pets/7\", query: {n: (.data | fromjson | length | tostring)}}"}}),
+            ),
         ],
     )])
 }
@@ -108,4 +116,29 @@ async fn runaway_transform_is_an_error_and_the_server_keeps_serving() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
     let r = call(&client, "t__get_pet", json!({"id": "7"})).await;
     assert!(!is_error(&r), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn a_deeply_nested_fromjson_argument_is_a_tool_error_and_the_gateway_keeps_serving() {
+    if !jq_available() {
+        return;
+    }
+    let (up, _gw, client) = setup().await;
+    // 3 MiB of `[` overflowed the jq worker's stack in jaq's recursive JSON
+    // parser and aborted the process.
+    let r = call(&client, "t__parse", json!({"data": "[".repeat(3 << 20)})).await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).contains("nested more than 512 levels deep"),
+        "{}",
+        text(&r)
+    );
+    assert_eq!(up.count(), 0);
+    let r = call(&client, "t__parse", json!({"data": "[1, [2], 3]"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let rec = up.last();
+    assert_eq!(
+        (rec.path.as_str(), rec.query.as_deref()),
+        ("/pets/7", Some("n=3"))
+    );
 }

@@ -38,6 +38,10 @@ pub const HTTP_URL_PATTERN: &str = "^https?://[^\\s/?#]+[^\\s]*$";
 /// Schema `pattern` of HTTP header names (RFC 9110 `token`).
 pub const HEADER_NAME_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 
+/// Schema `pattern` of HTTP header values: no control characters but tab
+/// (RFC 9110 `field-value`; a line break would split the request).
+pub const HEADER_VALUE_PATTERN: &str = "^[^\\x00-\\x08\\x0a-\\x1f\\x7f]*$";
+
 /// Used when `spec.openapi.url` is set without `refreshInterval`.
 pub const DEFAULT_REFRESH_INTERVAL: &str = "10m";
 /// Used when `spec.http.timeout` is absent.
@@ -480,9 +484,23 @@ pub struct HttpSpec {
     pub max_response_bytes: Option<u64>,
 
     /// Headers added to every call. Plain values: credentials belong in
-    /// `auth`. Skipped when empty; no default.
+    /// `auth`. Values are one line: no line breaks or other control
+    /// characters (tab allowed). Skipped when empty; no default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "header_map_schema")]
     pub headers: BTreeMap<String, String>,
+}
+
+fn header_map_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "maxProperties": 64,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": 4096,
+            "pattern": HEADER_VALUE_PATTERN,
+        },
+    })
 }
 
 /// What the operator last observed and did. Rebuilt on every reconcile and

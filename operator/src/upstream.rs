@@ -1114,6 +1114,22 @@ async fn runtime(
         }
     };
     let http = spec.http.clone().unwrap_or_default();
+    // The gateway would refuse the whole upstream for a header it cannot
+    // send; say which one here, where it was written.
+    for (name, value) in &http.headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(Failure::new(
+                reasons::INVALID_SETTINGS,
+                format!("spec.http.headers: {name:?} is not a valid HTTP header name"),
+            ));
+        }
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            return Err(Failure::new(
+                reasons::INVALID_SETTINGS,
+                format!("spec.http.headers[{name:?}]: the value is not a valid HTTP header value (line breaks and control characters are not allowed)"),
+            ));
+        }
+    }
     let validation = spec.validation.clone().unwrap_or_default();
     let mut config = UpstreamConfig {
         base_url: Some(base_url),

@@ -761,6 +761,56 @@ async fn one_namespace_cannot_produce_another_namespaces_tool_names() {
     op.stop().await;
 }
 
+/// A header the gateway could not send is refused where it is written,
+/// naming the field, instead of surfacing as "served by 0 replicas".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsendable_http_header_is_refused_naming_the_field() {
+    let w = World::new().await;
+    let with_headers = |name: &str, headers: serde_json::Value| -> crds::McpUpstream {
+        serde_json::from_value(json!({
+            "apiVersion": "toolgate.dev/v1alpha1",
+            "kind": "McpUpstream",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "toolPrefix": name,
+                "baseUrl": "http://pets:8080",
+                "http": {"headers": headers},
+                "openapi": {"inline": PETSTORE},
+            },
+        }))
+        .expect("typed")
+    };
+    let err = w
+        .upstreams(NS)
+        .create(
+            &PostParams::default(),
+            &with_headers("split", json!({"x-a": "a\nb"})),
+        )
+        .await
+        .expect_err("a line break in a header value is refused");
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(s.message.contains("spec.http.headers"), "{}", s.message);
+        }
+        other => panic!("unexpected {other}"),
+    }
+    // Header names are not constrained by the schema; the operator says.
+    w.upstreams(NS)
+        .create(
+            &PostParams::default(),
+            &with_headers("spaced", json!({"bad name": "x"})),
+        )
+        .await
+        .expect("stored");
+    let op = w.operator("operator", false);
+    let u = wait_ready(&w, NS, "spaced", "False", "InvalidSettings").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("ready");
+    assert!(msg.contains("spec.http.headers"), "{msg}");
+    assert!(msg.contains("bad name"), "{msg}");
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_operator_writes_nothing_when_nothing_changed() {
     let w = World::new().await;

@@ -354,17 +354,17 @@ fn parse_action(
         ));
     }
 
-    let path = JsonPath::parse(target).map_err(|e| {
+    let path = parse_jsonpath(target).map_err(|e| {
         (
             Some(target.to_string()),
-            OverlayErrorKind::InvalidJsonPath(e.to_string()),
+            OverlayErrorKind::InvalidJsonPath(e),
         )
     })?;
     let op = match (update, copy) {
         (Some(v), _) => Op::Update(v.clone()),
         (None, Some(source)) => Op::Copy {
             source: source.to_string(),
-            path: JsonPath::parse(source).map_err(|e| {
+            path: parse_jsonpath(source).map_err(|e| {
                 (
                     Some(target.to_string()),
                     OverlayErrorKind::InvalidJsonPath(format!("`copy` {source:?}: {e}")),
@@ -378,6 +378,75 @@ fn parse_action(
         path,
         op,
     })
+}
+
+/// Longest JSONPath (`target` or `copy`) an overlay may use, in bytes.
+/// Real targets are well under 200 bytes. Not configurable.
+pub const MAX_JSONPATH_BYTES: usize = 4096;
+
+/// Deepest nesting of brackets and parentheses (outside string literals) a
+/// JSONPath may use; `$.paths.*[?(@.tags[?@ == 'x'])]` nests 4 deep. Not
+/// configurable.
+///
+/// NB: why so low. `serde_json_path`'s parser recurses and backtracks per
+/// level: 1,200 nested parentheses overflow a 2 MiB stack (a tokio worker,
+/// where the operator parses overlays), and nested filter queries
+/// (`$[?@[?@[?@...]]]`) take about twice as long per level, so 18 levels
+/// already cost a second in a debug build and 32 would take hours. At 10
+/// the worst case parses in about 2 ms (debug build).
+pub const MAX_JSONPATH_NESTING: usize = 10;
+
+/// Parses an RFC 9535 JSONPath after checking it against
+/// [`MAX_JSONPATH_BYTES`] and [`MAX_JSONPATH_NESTING`], so that hostile
+/// input costs a linear scan, not the parser's stack or time.
+fn parse_jsonpath(path: &str) -> Result<JsonPath, String> {
+    if path.len() > MAX_JSONPATH_BYTES {
+        return Err(format!(
+            "the JSONPath is {} bytes, over the limit of {MAX_JSONPATH_BYTES}",
+            path.len()
+        ));
+    }
+    let depth = jsonpath_nesting(path);
+    if depth > MAX_JSONPATH_NESTING {
+        return Err(format!(
+            "the JSONPath nests brackets and parentheses {depth} deep, over the limit of \
+             {MAX_JSONPATH_NESTING}"
+        ));
+    }
+    JsonPath::parse(path).map_err(|e| e.to_string())
+}
+
+/// Deepest nesting of `[` and `(` outside quoted names and string literals
+/// (RFC 9535 strings are `'...'` or `"..."` with backslash escapes). Closers
+/// are not matched against openers: the parser reports malformed paths; this
+/// only bounds what it is handed.
+fn jsonpath_nesting(path: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut quote = None;
+    let mut escaped = false;
+    for b in path.bytes() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if b == b'\\' {
+                    escaped = true;
+                } else if b == q {
+                    quote = None;
+                }
+            }
+            None => match b {
+                b'\'' | b'"' => quote = Some(b),
+                b'[' | b'(' => {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+                b']' | b')' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    max
 }
 
 /// `1.0.x` or `1.1.x`; the patch number is ignored as the spec says.
@@ -626,6 +695,7 @@ fn merge_object(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::CompileError;
     use serde_json::json;
 
     fn overlay(yaml: &str) -> Overlay {
@@ -833,6 +903,82 @@ mod tests {
         };
         assert!(msg.contains("position"), "{msg}");
         assert!(err.to_string().contains("/actions/1"), "{err}");
+    }
+
+    /// Runs `f` on a thread with a tokio worker's default stack (2 MiB), where
+    /// the operator parses McpOverlays; a stack overflow aborts the test run.
+    fn on_a_2_mib_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(f)
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_target_with_1200_nested_parentheses_is_refused_without_overflowing_the_stack() {
+        let target = format!("$[?{}@.a{}]", "(".repeat(1200), ")".repeat(1200));
+        let text = format!("{HEAD_10}actions:\n  - target: \"{target}\"\n    remove: true\n");
+        assert!(text.len() < 4200, "a 4 KB overlay: {}", text.len());
+        let err = on_a_2_mib_stack(move || {
+            Overlay::parse("mcpoverlay ns/deep", text.as_bytes(), false).unwrap_err()
+        });
+        assert_eq!(err.action, Some(0));
+        assert_eq!(err.target.as_deref(), Some(target.as_str()));
+        let OverlayErrorKind::InvalidJsonPath(msg) = &err.kind else {
+            panic!("expected InvalidJsonPath, got {err:?}");
+        };
+        assert!(msg.contains("1201 deep") && msg.contains("limit of 10"), "{msg}");
+        let shown = err.to_string();
+        assert!(shown.contains("mcpoverlay ns/deep: /actions/0"), "{shown}");
+        assert_eq!(CompileError::from(err).reason(), "OverlayInvalid");
+    }
+
+    #[test]
+    fn a_copy_source_with_deeply_nested_filters_is_refused_before_parsing() {
+        // Nested filter queries cost the parser about twice as much per
+        // level: 32 levels would parse for hours.
+        let source = format!("${}{}", "[?@".repeat(32), "]".repeat(32));
+        let err = on_a_2_mib_stack(move || {
+            parse_err(&format!(
+                "{HEAD_11}actions:\n  - target: $.info\n    update: {{}}\n  \
+                 - target: $.info\n    copy: \"{source}\"\n"
+            ))
+        });
+        assert_eq!(err.action, Some(1));
+        assert_eq!(err.target.as_deref(), Some("$.info"));
+        assert!(
+            matches!(&err.kind, OverlayErrorKind::InvalidJsonPath(m)
+                if m.starts_with("`copy` \"$[?@") && m.contains("32 deep")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_jsonpath_over_4_kib_is_refused() {
+        let target = format!("${}", ".a".repeat(2100));
+        let err = parse_err(&format!(
+            "{HEAD_10}actions:\n  - target: {target}\n    remove: true\n"
+        ));
+        assert!(
+            matches!(&err.kind, OverlayErrorKind::InvalidJsonPath(m)
+                if m.contains("4201 bytes") && m.contains("limit of 4096")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn jsonpaths_nested_up_to_the_limit_still_parse() {
+        // Brackets inside string literals do not count.
+        let quoted = format!("$.paths[?@['{}']]", "([".repeat(40));
+        let at_limit = format!("$[?{}@.a{}]", "(".repeat(9), ")".repeat(9));
+        let filters = format!("${}{}", "[?@".repeat(10), "]".repeat(10));
+        for target in [quoted, at_limit, filters] {
+            overlay(&format!(
+                "{HEAD_10}actions:\n  - target: \"{target}\"\n    remove: true\n"
+            ));
+        }
     }
 
     #[test]

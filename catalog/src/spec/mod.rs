@@ -6,7 +6,10 @@
 //! keep the rest; overlays must also apply to the raw document; and 3.1 is
 //! not covered by `openapiv3`. See docs/0001-value-based-openapi-model.md.
 
+mod nesting;
 mod swagger2;
+
+pub use nesting::MAX_YAML_FLOW_DEPTH;
 
 use serde_json::{Map, Value};
 
@@ -34,6 +37,11 @@ pub struct Document {
 /// Parses JSON or YAML into a value. JSON is tried first when the text
 /// starts with `{`; YAML otherwise (YAML is a superset, but the JSON parser
 /// is faster and gives better positions).
+///
+/// Nesting is bounded before anything is built: JSON by serde_json (128
+/// levels), YAML by a pre-scan refusing flow collections deeper than
+/// [`MAX_YAML_FLOW_DEPTH`] (128) and then by yaml_serde (128 levels). Both
+/// parsers are iterative below that, so a 2 MiB stack suffices.
 pub fn parse_value(name: &str, bytes: &[u8]) -> Result<Value, SpecError> {
     let text = std::str::from_utf8(bytes)
         .map_err(|e| SpecError::new(name, "", SpecErrorKind::Parse(format!("not UTF-8: {e}"))))?;
@@ -42,6 +50,16 @@ pub fn parse_value(name: &str, bytes: &[u8]) -> Result<Value, SpecError> {
         return serde_json::from_str(trimmed)
             .map_err(|e| SpecError::new(name, "", SpecErrorKind::Parse(format!("JSON: {e}"))));
     }
+    nesting::check_flow_depth(trimmed, MAX_YAML_FLOW_DEPTH).map_err(|(line, column)| {
+        SpecError::new(
+            name,
+            "",
+            SpecErrorKind::Parse(format!(
+                "YAML: flow collections nested deeper than {MAX_YAML_FLOW_DEPTH} levels at line \
+                 {line} column {column}"
+            )),
+        )
+    })?;
     // Fast path: straight into serde_json's Value. YAML allows non-string
     // mapping keys (`200:` response codes), which that cannot hold; fall back
     // to YAML's own value and stringify keys.

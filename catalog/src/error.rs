@@ -129,6 +129,10 @@ pub enum OverlayErrorKind {
     UnmatchedTarget,
     #[error("{0}")]
     Action(String),
+    /// The action would make the document larger or deeper than
+    /// [`crate::overlay::DocumentBudget`] allows.
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// Two or more operations of one upstream want the same tool name and

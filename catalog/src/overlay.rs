@@ -34,6 +34,13 @@
 //!   rather than resolved by the spec's precedence: such a combination is
 //!   almost always an authoring mistake.
 //!
+//! Bounds (hostile overlays are the normal case):
+//! - a `target` or `copy` JSONPath has at most [`MAX_JSONPATH_BYTES`]
+//!   bytes and [`MAX_JSONPATH_NESTING`] levels of brackets, checked before
+//!   it is parsed;
+//! - every `update` and `copy` is measured against a [`DocumentBudget`]
+//!   (size and depth) before anything is merged or copied.
+//!
 //! Why not the `roas-overlay` crate (0.3): it compiles JSONPaths only while
 //! applying (so nothing fails up front), rejects primitive targets that
 //! Overlay 1.1 allows (`tags[?@ == 'x']` removal, primitive replacement),
@@ -211,9 +218,22 @@ impl Overlay {
         })
     }
 
-    /// Applies every action in order to `doc`. On error `doc` may be partly
-    /// modified; callers discard it.
+    /// Applies every action in order to `doc`, within a [`DocumentBudget`]
+    /// made from `doc` as it is now. On error `doc` may be partly modified;
+    /// callers discard it.
     pub fn apply(&self, doc: &mut Value) -> Result<Vec<Warning>, OverlayError> {
+        let mut budget = DocumentBudget::for_document(doc);
+        self.apply_within(doc, &mut budget)
+    }
+
+    /// [`Overlay::apply`] with a budget shared by several overlays (made
+    /// once from the document before the first), so that each one cannot
+    /// grow the document 4× again.
+    pub fn apply_within(
+        &self,
+        doc: &mut Value,
+        budget: &mut DocumentBudget,
+    ) -> Result<Vec<Warning>, OverlayError> {
         let mut warnings = Vec::new();
         for (i, action) in self.actions.iter().enumerate() {
             let fail = |kind| OverlayError {
@@ -239,14 +259,150 @@ impl Overlay {
             }
             let result = match &action.op {
                 Op::Remove => remove_all(doc, targets),
-                Op::Update(value) => merge_all(doc, &targets, value, "update"),
-                Op::Copy { source, path } => copy_source(doc, source, path)
-                    .and_then(|value| merge_all(doc, &targets, &value, "copy")),
+                Op::Update(value) => {
+                    budget
+                        .charge(doc, &targets, value, "update")
+                        .map_err(|e| fail(OverlayErrorKind::TooLarge(e)))?;
+                    merge_all(doc, &targets, value, "update")
+                }
+                Op::Copy { source, path } => {
+                    let value = match locate_source(doc, source, path) {
+                        Ok(found) => found,
+                        Err(msg) => return Err(fail(OverlayErrorKind::Action(msg))),
+                    };
+                    // Measured in place: only a copy within the budget is made.
+                    budget
+                        .charge(doc, &targets, value, "copy")
+                        .map_err(|e| fail(OverlayErrorKind::TooLarge(e)))?;
+                    let value = value.clone();
+                    merge_all(doc, &targets, &value, "copy")
+                }
             };
             result.map_err(|msg| fail(OverlayErrorKind::Action(msg)))?;
         }
         Ok(warnings)
     }
+}
+
+/// How large and deep overlays may make a document: `update` and `copy`
+/// are measured before anything is merged or copied, so 40 actions that
+/// each copy a node into itself (doubling it) fail at the action that
+/// would pass the limit instead of allocating gigabytes.
+///
+/// - Size: an estimate of the document's memory (JSON values, keys,
+///   strings) may grow to [`MAX_GROWTH_FACTOR`] times its size before the
+///   overlays, and to at least [`MIN_GROWTH_HEADROOM`] more than it. Every
+///   merged or copied value is charged once per target, as if nothing it
+///   replaces were freed; removals are not credited. Not configurable.
+/// - Depth: no action may nest containers deeper than
+///   [`MAX_DOCUMENT_DEPTH`], the depth serde_json and yaml_serde parse.
+///
+/// Errors are [`OverlayErrorKind::TooLarge`] (condition reason
+/// `OverlayInvalid`), naming the overlay and the action.
+#[derive(Debug, Clone)]
+pub struct DocumentBudget {
+    size: usize,
+    max_size: usize,
+}
+
+/// See [`DocumentBudget`].
+pub const MAX_GROWTH_FACTOR: usize = 4;
+/// See [`DocumentBudget`]: 16 MiB.
+pub const MIN_GROWTH_HEADROOM: usize = 16 << 20;
+/// See [`DocumentBudget`].
+pub const MAX_DOCUMENT_DEPTH: usize = 128;
+
+impl DocumentBudget {
+    /// A budget for `doc` as it is before the overlays.
+    pub fn for_document(doc: &Value) -> DocumentBudget {
+        let size = measure(doc).size;
+        DocumentBudget {
+            size,
+            max_size: size
+                .saturating_mul(MAX_GROWTH_FACTOR)
+                .max(size.saturating_add(MIN_GROWTH_HEADROOM)),
+        }
+    }
+
+    /// Charges merging `value` into every target, or says why not.
+    fn charge(
+        &mut self,
+        doc: &Value,
+        targets: &[Vec<Seg>],
+        value: &Value,
+        verb: &str,
+    ) -> Result<(), String> {
+        let m = measure(value);
+        for path in targets {
+            // An array target takes a non-array value as one more element.
+            let element = matches!(node(doc, path), Some(Value::Array(_))) && !value.is_array();
+            let depth = path.len() + m.depth + usize::from(element);
+            if depth > MAX_DOCUMENT_DEPTH {
+                return Err(format!(
+                    "at {}: the {verb} would nest the document {depth} levels deep, over the \
+                     limit of {MAX_DOCUMENT_DEPTH}",
+                    pointer(path)
+                ));
+            }
+        }
+        let added = m.size.saturating_mul(targets.len());
+        let size = self.size.saturating_add(added);
+        if size > self.max_size {
+            return Err(format!(
+                "the {verb} of {} into {} target(s) would grow the document to about {} in \
+                 memory, over the limit of {} ({MAX_GROWTH_FACTOR}× its size before the overlays, \
+                 and at least {} more)",
+                mib(m.size),
+                targets.len(),
+                mib(size),
+                mib(self.max_size),
+                mib(MIN_GROWTH_HEADROOM),
+            ));
+        }
+        self.size = size;
+        Ok(())
+    }
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+struct Measure {
+    /// Estimated bytes in memory.
+    size: usize,
+    /// Containers on the deepest path (0 for a primitive).
+    depth: usize,
+}
+
+/// Estimates `v`'s memory: a `Value` slot per node, string and key bytes,
+/// and an index map's per-entry overhead. Iterative: the value may be
+/// deeper than the stack allows (callers may build any `Value`).
+fn measure(v: &Value) -> Measure {
+    const SLOT: usize = std::mem::size_of::<Value>();
+    // Hash, key `String` and index slot of one map entry.
+    const ENTRY: usize = 8 + std::mem::size_of::<String>() + 16;
+    let mut out = Measure { size: 0, depth: 0 };
+    let mut stack = vec![(v, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        out.size = out.size.saturating_add(SLOT);
+        match v {
+            Value::String(s) => out.size = out.size.saturating_add(s.len()),
+            Value::Array(a) => {
+                out.depth = out.depth.max(depth + 1);
+                stack.extend(a.iter().map(|c| (c, depth + 1)));
+            }
+            Value::Object(m) => {
+                out.depth = out.depth.max(depth + 1);
+                for (k, c) in m {
+                    out.size = out.size.saturating_add(ENTRY + k.len());
+                    stack.push((c, depth + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Validates one action; errors carry the action's target when known.
@@ -582,11 +738,11 @@ fn kind_name(v: &Value) -> &'static str {
     }
 }
 
-fn copy_source(doc: &Value, source: &str, path: &JsonPath) -> Result<Value, String> {
+/// The single node a `copy` source selects, not yet copied.
+fn locate_source<'a>(doc: &'a Value, source: &str, path: &JsonPath) -> Result<&'a Value, String> {
     let found = locate(path, doc);
     match found.as_slice() {
         [one] => node(doc, one)
-            .cloned()
             .ok_or_else(|| format!("`copy` source {source:?} vanished while copying")),
         [] => Err(format!(
             "`copy` source {source:?} matched nothing; it must select exactly one node"

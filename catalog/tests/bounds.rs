@@ -71,3 +71,83 @@ fn an_overlay_nested_a_million_flow_levels_is_a_parse_error() {
         "{err}"
     );
 }
+
+const SPEC: &str = "openapi: 3.1.0\ninfo: {title: t, version: '1'}\npaths: {}\n";
+
+fn overlay(name: &str, actions: &str) -> Overlay {
+    let text = format!("overlay: 1.1.0\ninfo: {{title: t, version: '1'}}\nactions:\n{actions}");
+    Overlay::parse(name, text.as_bytes(), false).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn forty_copies_of_a_node_into_itself_stop_at_the_size_limit() {
+    // Each copy concatenates the array with itself: 2^40 elements without
+    // a bound (the 2.8 KB overlay took 3.5 GB and aborted).
+    let mut actions = format!(
+        "  - target: $.info\n    update: {{x-a: [{}]}}\n",
+        vec!["\"0123456789abcdef\""; 64].join(", ")
+    );
+    for _ in 0..40 {
+        actions.push_str("  - target: $.info['x-a']\n    copy: $.info['x-a']\n");
+    }
+    let o = overlay("McpOverlay ns/doubling", &actions);
+    let err = compile(SPEC.as_bytes(), &[o]).unwrap_err();
+    assert_eq!(err.reason(), "OverlayInvalid");
+    let CompileError::Overlay(e) = &err else {
+        panic!("expected an overlay error, got {err}");
+    };
+    assert_eq!(e.overlay, "McpOverlay ns/doubling");
+    // 64 × ~100 bytes doubles past 16 MiB at about the 12th copy.
+    assert!(
+        matches!(e.action, Some(i) if (8..=16).contains(&i)),
+        "{err}"
+    );
+    assert_eq!(e.target.as_deref(), Some("$.info['x-a']"));
+    assert!(
+        matches!(&e.kind, OverlayErrorKind::TooLarge(m)
+            if m.contains("the copy of") && m.contains("over the limit of")),
+        "{err}"
+    );
+    assert!(err.to_string().contains("/actions/"), "{err}");
+}
+
+#[test]
+fn the_size_limit_is_shared_by_all_overlays_of_a_compile() {
+    // Each overlay alone stays under the limit; together they do not.
+    let big = "x".repeat(1 << 20);
+    let one = |i: usize| {
+        overlay(
+            &format!("o{i}"),
+            &format!("  - target: $.info\n    update: {{x-{i}: {big}}}\n"),
+        )
+    };
+    let overlays: Vec<Overlay> = (0..20).map(one).collect();
+    let err = compile(SPEC.as_bytes(), &overlays).unwrap_err();
+    let CompileError::Overlay(e) = &err else {
+        panic!("expected an overlay error, got {err}");
+    };
+    assert!(matches!(e.kind, OverlayErrorKind::TooLarge(_)), "{err}");
+    assert!(e.overlay == "o15" || e.overlay == "o16", "{err}");
+    // A few together apply.
+    compile(SPEC.as_bytes(), &overlays[..3]).unwrap();
+}
+
+#[test]
+fn copying_a_node_into_its_own_child_stops_at_the_depth_limit() {
+    // Each copy nests the document one level deeper.
+    let mut actions = String::from("  - target: $.info\n    update: {x-a: {}}\n");
+    for _ in 0..300 {
+        actions.push_str("  - target: $.info['x-a']\n    copy: $.info\n");
+    }
+    let o = overlay("deepening", &actions);
+    let err = on_a_2_mib_stack(move || compile(SPEC.as_bytes(), &[o]).unwrap_err());
+    let CompileError::Overlay(e) = &err else {
+        panic!("expected an overlay error, got {err}");
+    };
+    assert!(
+        matches!(&e.kind, OverlayErrorKind::TooLarge(m)
+            if m.contains("at /info/x-a") && m.contains("129 levels deep, over the limit of 128")),
+        "{err}"
+    );
+    assert!(matches!(e.action, Some(100..=130)), "{err}");
+}

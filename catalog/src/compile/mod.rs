@@ -79,8 +79,12 @@ pub fn compile_upstream(src: &UpstreamSource<'_>) -> Result<UpstreamCatalog, Com
     check_options(src)?;
     let mut raw = spec::parse_value(src.document, src.spec)?;
     let mut warnings = Vec::new();
-    for overlay in src.overlays {
-        warnings.extend(overlay.apply(&mut raw)?);
+    if !src.overlays.is_empty() {
+        // One budget for all overlays, from the document as written.
+        let mut budget = crate::overlay::DocumentBudget::for_document(&raw);
+        for overlay in src.overlays {
+            warnings.extend(overlay.apply_within(&mut raw, &mut budget)?);
+        }
     }
     let doc = spec::load(src.document, raw, src.options.allow_external_refs)?;
     compile_document(&doc, src.prefix, src.options, warnings)

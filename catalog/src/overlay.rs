@@ -742,8 +742,9 @@ fn kind_name(v: &Value) -> &'static str {
 fn locate_source<'a>(doc: &'a Value, source: &str, path: &JsonPath) -> Result<&'a Value, String> {
     let found = locate(path, doc);
     match found.as_slice() {
-        [one] => node(doc, one)
-            .ok_or_else(|| format!("`copy` source {source:?} vanished while copying")),
+        [one] => {
+            node(doc, one).ok_or_else(|| format!("`copy` source {source:?} vanished while copying"))
+        }
         [] => Err(format!(
             "`copy` source {source:?} matched nothing; it must select exactly one node"
         )),
@@ -1085,7 +1086,10 @@ mod tests {
         let OverlayErrorKind::InvalidJsonPath(msg) = &err.kind else {
             panic!("expected InvalidJsonPath, got {err:?}");
         };
-        assert!(msg.contains("1201 deep") && msg.contains("limit of 10"), "{msg}");
+        assert!(
+            msg.contains("1201 deep") && msg.contains("limit of 10"),
+            "{msg}"
+        );
         let shown = err.to_string();
         assert!(shown.contains("mcpoverlay ns/deep: /actions/0"), "{shown}");
         assert_eq!(CompileError::from(err).reason(), "OverlayInvalid");

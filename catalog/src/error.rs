@@ -18,6 +18,22 @@ pub enum CompileError {
     /// Settings that cannot work (e.g. a prefix longer than `maxLength`).
     #[error("invalid settings: {field}: {message}")]
     Options { field: String, message: String },
+    /// The tools' schemas would pass
+    /// [`crate::CompileLimits::max_catalog_schema_bytes`]; reported before
+    /// the tool that would pass it is rendered.
+    #[error(
+        "{document}: the catalog's schemas would pass the limit of {limit} bytes at the tool for \
+         {method} {path} ({tools} tools compiled before it); exclude toolsets, disable \
+         operations (x-mcp-enabled: false) or split the document to shrink the catalog"
+    )]
+    CatalogTooLarge {
+        document: String,
+        limit: usize,
+        /// Tools compiled before the one that would pass the limit.
+        tools: usize,
+        method: String,
+        path: String,
+    },
 }
 
 impl CompileError {
@@ -31,6 +47,7 @@ impl CompileError {
             },
             CompileError::NameConflict(_) => "NameConflict",
             CompileError::Options { .. } => "InvalidSettings",
+            CompileError::CatalogTooLarge { .. } => "CatalogTooLarge",
         }
     }
 }

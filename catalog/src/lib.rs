@@ -48,7 +48,7 @@ pub mod synth;
 pub mod transform;
 
 pub use compile::naming;
-pub use compile::{compile_upstream, UpstreamSource};
+pub use compile::{compile_upstream, compile_upstream_with_limits, CompileLimits, UpstreamSource};
 pub use error::{CompileError, NameConflicts, OverlayError, SpecError};
 pub use model::*;
 pub use options::*;

@@ -500,6 +500,9 @@ pub enum RejectReason {
     OperationInvalid,
     /// An emitted schema does not compile as JSON Schema.
     SchemaInvalid,
+    /// The tool's schemas are larger than
+    /// [`crate::CompileLimits::max_tool_schema_bytes`].
+    SchemaTooLarge,
 }
 
 impl RejectReason {
@@ -513,6 +516,7 @@ impl RejectReason {
             Self::TransformInvalid => "TransformInvalid",
             Self::OperationInvalid => "OperationInvalid",
             Self::SchemaInvalid => "SchemaInvalid",
+            Self::SchemaTooLarge => "SchemaTooLarge",
         }
     }
 }

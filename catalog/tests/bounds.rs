@@ -151,3 +151,137 @@ fn copying_a_node_into_its_own_child_stops_at_the_depth_limit() {
     );
     assert!(matches!(e.action, Some(100..=130)), "{err}");
 }
+
+/// One 5,000-property schema referenced by the request body and the
+/// response of `ops` operations (the issue's document: 800 operations).
+fn one_big_schema_in_every_operation(ops: usize) -> String {
+    let props: Vec<String> = (0..5000)
+        .map(|i| format!(r#""p{i:04}":{{"type":"string","maxLength":64}}"#))
+        .collect();
+    let r = r##"{"$ref":"#/components/schemas/Big"}"##;
+    let paths: Vec<String> = (0..ops)
+        .map(|i| {
+            format!(
+                r#""/r{i}":{{"post":{{"operationId":"op{i}","requestBody":{{"content":{{"application/json":{{"schema":{r}}}}}}},"responses":{{"200":{{"description":"ok","content":{{"application/json":{{"schema":{r}}}}}}}}}}}}}"#
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"openapi":"3.1.0","info":{{"title":"t","version":"1"}},"paths":{{{}}},"components":{{"schemas":{{"Big":{{"type":"object","properties":{{{}}}}}}}}}}}"#,
+        paths.join(","),
+        props.join(",")
+    )
+}
+
+#[test]
+fn one_big_schema_referenced_by_800_operations_fails_fast_with_catalog_too_large() {
+    // Unbounded, this 400 KB document compiled to a 450 MB catalog (1.3 GB
+    // RSS, 110 s in a debug build).
+    let spec = one_big_schema_in_every_operation(800);
+    assert!(spec.len() < 420_000, "{}", spec.len());
+    let started = Instant::now();
+    let err = compile(spec.as_bytes(), &[]).unwrap_err();
+    assert_eq!(err.reason(), "CatalogTooLarge");
+    let CompileError::CatalogTooLarge {
+        document,
+        limit,
+        tools,
+        method,
+        path,
+    } = &err
+    else {
+        panic!("expected CatalogTooLarge, got {err}");
+    };
+    assert_eq!(document, "hostile.yaml");
+    assert_eq!(
+        *limit,
+        catalog::CompileLimits::default().max_catalog_schema_bytes
+    );
+    assert_eq!(*limit, 64 << 20);
+    // Each tool emits the schema twice (arguments and result): ~400 KB.
+    assert!((100..300).contains(tools), "{err}");
+    assert_eq!(method, "POST");
+    assert_eq!(path, &format!("/r{tools}"));
+    let shown = err.to_string();
+    assert!(
+        shown.starts_with(
+            "hostile.yaml: the catalog's schemas would pass the limit of 67108864 bytes"
+        ),
+        "{shown}"
+    );
+    eprintln!("CatalogTooLarge after {:?}", started.elapsed());
+}
+
+#[test]
+fn the_catalog_limit_counts_every_tools_schemas_and_is_configurable() {
+    let spec = one_big_schema_in_every_operation(20);
+    let with = |max_catalog_schema_bytes| {
+        catalog::compile_upstream_with_limits(
+            &UpstreamSource {
+                prefix: "t",
+                document: "big.json",
+                spec: spec.as_bytes(),
+                overlays: &[],
+                options: &CompileOptions::default(),
+            },
+            &catalog::CompileLimits {
+                max_catalog_schema_bytes,
+                ..Default::default()
+            },
+        )
+    };
+    let u = with(64 << 20).unwrap();
+    assert_eq!(u.tools.len(), 20);
+    let emitted: usize = u
+        .tools
+        .iter()
+        .map(|t| {
+            t.input_schema.as_str().len() + t.output_schema.as_ref().map_or(0, |s| s.as_str().len())
+        })
+        .sum();
+    // What is charged is the emitted text plus the shared expansion's
+    // text, kept once: the emitted total alone does not fit.
+    let per_tool = emitted / 20;
+    let err = with(emitted).unwrap_err();
+    assert!(
+        matches!(err, CompileError::CatalogTooLarge { tools, .. } if tools >= 18),
+        "{err}"
+    );
+    let err = with(3 * per_tool).unwrap_err();
+    assert!(
+        matches!(&err, CompileError::CatalogTooLarge { tools: 2, path, .. } if path == "/r2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_tool_whose_schemas_pass_the_per_tool_limit_is_rejected_and_the_rest_compile() {
+    // 100 properties that each reference a 1 MB enum: 200 nodes, well
+    // inside the node budget of ADR 0002, but 100 MB of schema text.
+    let values: Vec<String> = (0..20_000).map(|i| format!("\"{i:045}\"")).collect();
+    let props: Vec<String> = (0..100)
+        .map(|i| format!(r##""p{i}":{{"$ref":"#/components/schemas/E"}}"##))
+        .collect();
+    let spec = format!(
+        r##"{{"openapi":"3.1.0","info":{{"title":"t","version":"1"}},
+        "paths":{{
+          "/big":{{"post":{{"operationId":"big","requestBody":{{"content":{{"application/json":{{"schema":{{"$ref":"#/components/schemas/X"}}}}}}}},"responses":{{"200":{{"description":"ok"}}}}}}}},
+          "/small":{{"get":{{"operationId":"small","responses":{{"200":{{"description":"ok"}}}}}}}}}},
+        "components":{{"schemas":{{
+          "E":{{"type":"string","enum":[{}]}},
+          "X":{{"type":"object","properties":{{{}}}}}}}}}}}"##,
+        values.join(","),
+        props.join(",")
+    );
+    let u = compile(spec.as_bytes(), &[]).unwrap();
+    assert_eq!(u.tools.len(), 1);
+    assert_eq!(u.tools[0].name, "t__small");
+    let r = &u.rejected[0];
+    assert_eq!(r.path, "/big");
+    assert_eq!(r.reason, catalog::RejectReason::SchemaTooLarge);
+    assert!(
+        r.message.contains("over the limit of 4194304 per tool"),
+        "{}",
+        r.message
+    );
+}

@@ -74,8 +74,51 @@ struct DryRuns {
 /// Name of the opt-in raw request tool (after the separator).
 pub const RAW_TOOL: &str = "api_request";
 
-/// Compiles one upstream: parse, overlay, load, compile every operation.
+/// Bounds on the schema text one compile emits. Not part of the
+/// serialised settings (`McpUpstream` spec, `--config`): they protect the
+/// process compiling, so the program embedding the compiler sets them.
+///
+/// Tool schemas inline every `$ref` (ADR 0002), so a small document can
+/// ask for a huge catalog: one 5,000-property schema referenced by 800
+/// operations (a 400 KB document) is 800 copies of it. The node budgets of
+/// ADR 0002 bound one schema's structure but not its bytes (one node may
+/// be a megabyte-long `enum`), nor the number of tools. These limits are
+/// checked on lengths measured before any text is rendered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileLimits {
+    /// Largest schema text of one tool: `inputSchema`, `outputSchema` and
+    /// `responses[].schema` together, compact JSON bytes. Past it the
+    /// operation is rejected with `SchemaTooLarge`. Default 4 MiB (the
+    /// largest tool of the test corpus, Argo Workflows', has 512 KiB).
+    pub max_tool_schema_bytes: usize,
+    /// Largest schema text of one catalog: every tool's schemas plus each
+    /// shared expansion's text, which is rendered once and kept for the
+    /// compile. Past it the compile fails with `CatalogTooLarge` before the
+    /// tool that would pass it is rendered. Default 64 MiB (the largest
+    /// catalog of the test corpus, Argo Workflows', has 8.7 MB of schemas).
+    pub max_catalog_schema_bytes: usize,
+}
+
+impl Default for CompileLimits {
+    fn default() -> Self {
+        CompileLimits {
+            max_tool_schema_bytes: 4 << 20,
+            max_catalog_schema_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Compiles one upstream: parse, overlay, load, compile every operation,
+/// within the default [`CompileLimits`].
 pub fn compile_upstream(src: &UpstreamSource<'_>) -> Result<UpstreamCatalog, CompileError> {
+    compile_upstream_with_limits(src, &CompileLimits::default())
+}
+
+/// [`compile_upstream`] within the given limits.
+pub fn compile_upstream_with_limits(
+    src: &UpstreamSource<'_>,
+    limits: &CompileLimits,
+) -> Result<UpstreamCatalog, CompileError> {
     check_options(src)?;
     let mut raw = spec::parse_value(src.document, src.spec)?;
     let mut warnings = Vec::new();
@@ -87,7 +130,7 @@ pub fn compile_upstream(src: &UpstreamSource<'_>) -> Result<UpstreamCatalog, Com
         }
     }
     let doc = spec::load(src.document, raw, src.options.allow_external_refs)?;
-    compile_document(&doc, src.prefix, src.options, warnings)
+    compile_document(&doc, src.prefix, src.options, limits, warnings)
 }
 
 fn check_options(src: &UpstreamSource<'_>) -> Result<(), CompileError> {
@@ -147,10 +190,32 @@ fn reject(
     })
 }
 
+/// Running total of the schema text one compile has rendered.
+struct SchemaBytes<'a> {
+    limits: &'a CompileLimits,
+    used: usize,
+    tools: usize,
+}
+
+/// Why [`build_tool`] made no tool.
+enum ToolFail {
+    /// The operation is rejected; the compile goes on.
+    Reject(Box<Rejected>),
+    /// The whole compile fails.
+    Abort(CompileError),
+}
+
+impl From<Box<Rejected>> for ToolFail {
+    fn from(r: Box<Rejected>) -> Self {
+        ToolFail::Reject(r)
+    }
+}
+
 fn compile_document(
     doc: &Document,
     prefix: &str,
     options: &CompileOptions,
+    limits: &CompileLimits,
     mut warnings: Vec<Warning>,
 ) -> Result<UpstreamCatalog, CompileError> {
     let mut rejected = Vec::new();
@@ -251,6 +316,11 @@ fn compile_document(
 
     let mut conv = SchemaConverter::new(doc);
     let mut dry_runs = DryRuns::default();
+    let mut bytes = SchemaBytes {
+        limits,
+        used: 0,
+        tools: 0,
+    };
     let mut tools = Vec::new();
     for (draft, keep) in drafts.into_iter().zip(keep.iter().copied()) {
         if !keep {
@@ -265,9 +335,10 @@ fn compile_document(
             ));
             continue;
         }
-        match build_tool(doc, &draft, &mut conv, &mut dry_runs, options) {
+        match build_tool(doc, &draft, &mut conv, &mut dry_runs, &mut bytes, options) {
             Ok(tool) => tools.push(tool),
-            Err(r) => rejected.push(*r),
+            Err(ToolFail::Reject(r)) => rejected.push(*r),
+            Err(ToolFail::Abort(e)) => return Err(e),
         }
     }
     if let (Some(name), Some(true)) = (raw_name, keep.last().copied()) {
@@ -369,8 +440,9 @@ fn build_tool<'d>(
     draft: &Draft<'d>,
     conv: &mut SchemaConverter<'d>,
     dry_runs: &mut DryRuns,
+    bytes: &mut SchemaBytes<'_>,
     options: &CompileOptions,
-) -> Result<Tool, Box<Rejected>> {
+) -> Result<Tool, ToolFail> {
     let site = &draft.site;
     let method = draft.method.as_str();
     let invalid = |m: String| reject(site, method, RejectReason::OperationInvalid, m);
@@ -392,7 +464,8 @@ fn build_tool<'d>(
             return Err(invalid(format!(
                 "{}/x-mcp-auth-required is {v}; expected a boolean",
                 site.pointer
-            )))
+            ))
+            .into())
         }
     };
 
@@ -422,11 +495,27 @@ fn build_tool<'d>(
                         "{}/{key} is {v}; expected a jq program as a string",
                         site.pointer
                     ),
-                ))
+                )
+                .into())
             }
         }
     }
     let input = args.input_schema;
+    // The response transform reshapes the body, so the body's schema no
+    // longer describes what the client gets: advertise no outputSchema.
+    let emits_output = transforms.response.is_none();
+    charge_schema_bytes(
+        &doc.name,
+        draft,
+        bytes,
+        [
+            Some(&input),
+            output_schema.as_ref().filter(|_| emits_output),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(responses.iter().filter_map(|(_, _, s)| s.as_ref())),
+    )?;
     if !transforms.is_empty() {
         let body = body_schema(output_schema.as_ref(), output_wrap);
         let inputs = DryRunInputs {
@@ -437,12 +526,10 @@ fn build_tool<'d>(
         check_transforms(site, method, &transforms, &inputs, dry_runs)?;
     }
 
-    // The response transform reshapes the body, so the body's schema no
-    // longer describes what the client gets: advertise no outputSchema.
-    let (output, output_wrap) = if transforms.response.is_some() {
-        (None, None)
-    } else {
+    let (output, output_wrap) = if emits_output {
         (output_schema, output_wrap)
+    } else {
+        (None, None)
     };
 
     // NB: the converter only emits keywords it has checked (patterns
@@ -468,12 +555,12 @@ fn build_tool<'d>(
         ("outputSchema", output.as_ref()),
     ] {
         if let Some(s) = s.filter(|s| !s.meta_valid()) {
-            return Err(invalid_schema(what.to_string(), s));
+            return Err(invalid_schema(what.to_string(), s).into());
         }
     }
     for (status, _, s) in &responses {
         if let Some(s) = s.as_ref().filter(|s| !s.meta_valid()) {
-            return Err(invalid_schema(format!("responses[{status}].schema"), s));
+            return Err(invalid_schema(format!("responses[{status}].schema"), s).into());
         }
     }
     let responses = responses
@@ -487,6 +574,7 @@ fn build_tool<'d>(
 
     let description = annotate::description(op, &options.naming);
     let annotations = annotate::annotations(method, op).map_err(invalid)?;
+    bytes.tools += 1;
     Ok(Tool {
         name: draft.name.clone(),
         title: annotations.title.clone(),
@@ -503,6 +591,53 @@ fn build_tool<'d>(
         auth_required,
         toolsets: op.as_object().map(toolsets).unwrap_or_default(),
     })
+}
+
+/// Measures the schemas a tool will emit, before any text is rendered:
+/// rejects the tool past [`CompileLimits::max_tool_schema_bytes`], fails
+/// the compile past [`CompileLimits::max_catalog_schema_bytes`], and
+/// otherwise charges the text to the catalog's total.
+///
+/// NB: charged when measured, though a later check (meta-schema,
+/// transforms) may still reject the tool: the total then overstates what
+/// was rendered by at most one such tool's schemas each, and charging here
+/// keeps a single early exit.
+fn charge_schema_bytes<'n, 'd: 'n>(
+    document: &str,
+    draft: &Draft<'_>,
+    bytes: &mut SchemaBytes<'_>,
+    schemas: impl Iterator<Item = &'n Node<'d>> + Clone,
+) -> Result<(), ToolFail> {
+    let tool_bytes: usize = schemas.clone().map(Node::text_len).sum();
+    let limits = bytes.limits;
+    if tool_bytes > limits.max_tool_schema_bytes {
+        return Err(reject(
+            &draft.site,
+            &draft.method,
+            RejectReason::SchemaTooLarge,
+            format!(
+                "the tool's schemas come to {tool_bytes} bytes, over the limit of {} per tool; \
+                 shrink the referenced schemas or disable the operation",
+                limits.max_tool_schema_bytes
+            ),
+        )
+        .into());
+    }
+    // Shared expansions keep their text for the compile once rendered.
+    let mut seen = std::collections::HashSet::new();
+    let cached: usize = schemas.map(|s| s.unrendered_shared_len(&mut seen)).sum();
+    let used = bytes.used.saturating_add(tool_bytes).saturating_add(cached);
+    if used > limits.max_catalog_schema_bytes {
+        return Err(ToolFail::Abort(CompileError::CatalogTooLarge {
+            document: document.to_string(),
+            limit: limits.max_catalog_schema_bytes,
+            tools: bytes.tools,
+            method: draft.method.clone(),
+            path: draft.site.path.to_string(),
+        }));
+    }
+    bytes.used = used;
+    Ok(())
 }
 
 /// A tool's success responses, converted.

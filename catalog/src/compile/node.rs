@@ -14,6 +14,7 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::collections::HashSet;
 use std::rc::Rc;
 
 use indexmap::IndexMap;
@@ -49,6 +50,8 @@ pub enum Node<'d> {
 pub struct Shared<'d> {
     node: Node<'d>,
     text: OnceCell<Box<RawValue>>,
+    /// Length of `text`, known without rendering it.
+    len: OnceCell<usize>,
     valid: OnceCell<bool>,
 }
 
@@ -58,9 +61,38 @@ impl Shared<'_> {
         self.text.get_or_init(|| render(&self.node))
     }
 
+    fn text_len(&self) -> usize {
+        match self.text.get() {
+            Some(t) => t.get().len(),
+            None => *self.len.get_or_init(|| self.node.text_len()),
+        }
+    }
+
     fn meta_valid(&self) -> bool {
         *self.valid.get_or_init(|| self.node.meta_valid())
     }
+}
+
+/// Counts the bytes serde_json writes, without keeping them.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Length of `v`'s compact JSON text.
+fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
+    let mut n = ByteCount(0);
+    // Writing JSON values with string keys into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
 }
 
 /// Serialising JSON values with string keys into a `String` cannot fail.
@@ -129,6 +161,7 @@ impl<'d> Node<'d> {
             node => Node::Shared(Rc::new(Shared {
                 node,
                 text: OnceCell::new(),
+                len: OnceCell::new(),
                 valid: OnceCell::new(),
             })),
         }
@@ -226,6 +259,44 @@ impl<'d> Node<'d> {
     pub fn to_schema(&self) -> Schema {
         Schema::from_raw(render(self))
     }
+
+    /// Length of the text [`Node::to_schema`] makes, computed without
+    /// rendering it: each shared part is measured once and then counts as
+    /// a number, so a huge expansion embedded many times costs nothing to
+    /// measure.
+    pub fn text_len(&self) -> usize {
+        match self {
+            Node::Leaf(v) => json_len(v.as_ref()),
+            Node::Object(m) => {
+                let entries: usize = m
+                    .iter()
+                    .map(|(k, v)| json_len(k.as_ref()) + 1 + v.text_len())
+                    .sum();
+                2 + entries + m.len().saturating_sub(1)
+            }
+            Node::Array(a) => {
+                2 + a.iter().map(Node::text_len).sum::<usize>() + a.len().saturating_sub(1)
+            }
+            Node::Shared(sh) => sh.text_len(),
+        }
+    }
+
+    /// Bytes that rendering this node would add to the shared parts' cached
+    /// texts: those of shared parts not rendered yet (rendering a shared
+    /// part renders the ones inside it too), each counted once per `seen`.
+    pub fn unrendered_shared_len(&self, seen: &mut HashSet<*const Shared<'d>>) -> usize {
+        match self {
+            Node::Leaf(_) => 0,
+            Node::Object(m) => m.values().map(|v| v.unrendered_shared_len(seen)).sum(),
+            Node::Array(a) => a.iter().map(|v| v.unrendered_shared_len(seen)).sum(),
+            Node::Shared(sh) => {
+                if sh.text.get().is_some() || !seen.insert(Rc::as_ptr(sh)) {
+                    return 0;
+                }
+                sh.text_len() + sh.node.unrendered_shared_len(seen)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -257,6 +328,31 @@ mod tests {
         for v in samples() {
             let expected = jsonschema::draft202012::meta::is_valid(&v);
             assert_eq!(Node::from(v.clone()).meta_valid(), expected, "{v}");
+        }
+    }
+
+    #[test]
+    fn text_len_is_the_length_of_the_rendered_text() {
+        let mut samples = samples();
+        samples.push(json!({"k\"\\\u{1}é": "\n\u{7f}\u{2028}", "n": [1.5, -0.0, 1e300, null]}));
+        for v in samples {
+            let shared = Node::from(v.clone()).share();
+            let mut root = object(3);
+            root.insert("a".into(), shared.clone());
+            root.insert(
+                "b".into(),
+                Node::Array(vec![shared.clone(), Node::from(v.clone())]),
+            );
+            root.insert("c\"".into(), Node::borrowed(&v));
+            let root = Node::Object(root);
+            let mut seen = HashSet::new();
+            let unrendered = root.unrendered_shared_len(&mut seen);
+            assert_eq!(unrendered, shared.text_len(), "{v}");
+            let text = root.to_schema();
+            assert_eq!(root.text_len(), text.as_str().len(), "{v}");
+            // Rendered now: nothing more to cache.
+            assert_eq!(root.unrendered_shared_len(&mut HashSet::new()), 0);
+            assert_eq!(root.text_len(), text.as_str().len(), "{v} after rendering");
         }
     }
 

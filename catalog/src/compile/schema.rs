@@ -53,6 +53,10 @@ struct Memo<'d> {
     /// Always [`Node::Shared`]: a hit costs a reference count.
     node: Node<'d>,
     nodes: usize,
+    /// Whether the expansion met any `$ref` (expanded, shared or cut).
+    has_refs: bool,
+    /// Walk levels below the ref's target that the expansion reached.
+    height: usize,
 }
 
 /// Converts schemas of one document; caches expansions across calls.
@@ -67,6 +71,10 @@ pub struct SchemaConverter<'d> {
     pattern_ok: HashMap<String, bool>,
     /// Budget and depth-limit cuts so far in this top-level conversion.
     budget_cuts: usize,
+    /// `$ref`s met so far, and the deepest walk level reached (both read
+    /// around one expansion, for [`Memo`]).
+    refs_seen: usize,
+    deepest: usize,
     /// JSON pointer of the node being converted, for warnings. One buffer
     /// pushed and truncated as the walk goes: pointers for every node would
     /// otherwise be a large share of the compile time.
@@ -109,6 +117,8 @@ impl<'d> SchemaConverter<'d> {
             warned: HashSet::new(),
             pattern_ok: HashMap::new(),
             budget_cuts: 0,
+            refs_seen: 0,
+            deepest: 0,
             ptr: String::new(),
             warnings: Vec::new(),
         }
@@ -186,6 +196,7 @@ impl<'d> SchemaConverter<'d> {
     /// memoised.
     fn walk(&mut self, schema: &'d Value, dir: Dir, depth: usize) -> Out<'d> {
         self.nodes += 1;
+        self.deepest = self.deepest.max(depth);
         let obj = match schema {
             Value::Bool(_) => return Out::plain(Node::borrowed(schema)),
             Value::Object(o) => o,
@@ -235,6 +246,7 @@ impl<'d> SchemaConverter<'d> {
     }
 
     fn expand_ref(&mut self, r: &str, dir: Dir, depth: usize) -> Out<'d> {
+        self.refs_seen += 1;
         let Some(ptr) = ref_pointer(r) else {
             // External refs were refused at load time unless allowed; an
             // allowed one cannot be fetched by a pure compiler.
@@ -265,7 +277,15 @@ impl<'d> SchemaConverter<'d> {
             )));
         }
         if let Some(m) = self.memo.get(&(ptr.clone(), dir, level)) {
-            if self.nodes + m.nodes <= budget {
+            // An expansion that does not fit the budget left is walked
+            // again below, where inner refs may now be cut. With no refs
+            // inside and no depth cut possible, that walk would build the
+            // very same tree: share it instead (one 5,000-property schema
+            // used by 800 operations was otherwise rebuilt and rendered
+            // for each of them).
+            let same_as_rewalk =
+                !m.has_refs && self.nodes < budget && depth + 1 + m.height <= MAX_DEPTH;
+            if self.nodes + m.nodes <= budget || same_as_rewalk {
                 self.nodes += m.nodes;
                 return Out::plain(m.node.clone());
             }
@@ -292,11 +312,15 @@ impl<'d> SchemaConverter<'d> {
         };
         let before = self.nodes;
         let cuts_before = self.budget_cuts;
+        let refs_before = self.refs_seen;
+        let deepest_before = std::mem::replace(&mut self.deepest, depth + 1);
         self.stack.push(ptr.clone());
         let saved = std::mem::replace(&mut self.ptr, ptr.clone());
         let out = self.walk(target, dir, depth + 1);
         self.ptr = saved;
         self.stack.pop();
+        let height = self.deepest - (depth + 1);
+        self.deepest = self.deepest.max(deepest_before);
         // Independent of the stack when every cycle cut inside points at
         // this ref or deeper, and of the budget when none was hit.
         let independent = out.cut_at.is_none_or(|i| i >= level) && self.budget_cuts == cuts_before;
@@ -307,6 +331,8 @@ impl<'d> SchemaConverter<'d> {
                 Memo {
                     node: node.clone(),
                     nodes: self.nodes - before,
+                    has_refs: self.refs_seen != refs_before,
+                    height,
                 },
             );
             node

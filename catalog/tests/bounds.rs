@@ -285,3 +285,54 @@ fn a_tool_whose_schemas_pass_the_per_tool_limit_is_rejected_and_the_rest_compile
         r.message
     );
 }
+
+#[test]
+fn an_operation_with_50000_parameters_compiles() {
+    // The operation's parameters repeat the path item's: each replaces
+    // the one of the same name and location (a linear scan per parameter
+    // made this quadratic: minutes at 50,000).
+    let n = 50_000;
+    let params: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                r#"{{"name":"p{i}","in":"query","required":true,"schema":{{"type":"string"}}}}"#
+            )
+        })
+        .collect();
+    let path_params: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"name":"p{i}","in":"query","schema":{{"type":"integer"}}}}"#))
+        .collect();
+    let spec = format!(
+        r#"{{"openapi":"3.0.3","info":{{"title":"t","version":"1"}},"paths":{{"/x/{{id}}":{{"parameters":[{},{{"name":"id","in":"path","required":true}}],"get":{{"operationId":"x","parameters":[{}],"responses":{{"200":{{"description":"ok"}}}}}}}}}}}}"#,
+        path_params.join(","),
+        params.join(",")
+    );
+    let started = Instant::now();
+    let u = compile(spec.as_bytes(), &[]).unwrap();
+    let tool = &u.tools[0];
+    assert_eq!(tool.plan.params.len(), n + 1);
+    let input = tool.input_schema.to_value();
+    assert_eq!(input["properties"]["p49999"]["type"], "string");
+    assert_eq!(input["required"].as_array().map(Vec::len), Some(n + 1));
+    eprintln!("{n} parameters compiled in {:?}", started.elapsed());
+}
+
+#[test]
+fn a_form_body_of_50000_required_fields_compiles() {
+    // Swagger 2.0 formData fields become one merged body: the required
+    // list was deduplicated and matched pairwise.
+    let n = 50_000;
+    let fields: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"name":"f{i}","in":"formData","required":true,"type":"string"}}"#))
+        .collect();
+    let spec = format!(
+        r#"{{"swagger":"2.0","info":{{"title":"t","version":"1"}},"paths":{{"/x":{{"parameters":[{{"name":"f0","in":"formData","type":"integer"}}],"post":{{"operationId":"x","consumes":["application/x-www-form-urlencoded"],"parameters":[{}],"responses":{{"200":{{"description":"ok"}}}}}}}}}}}}"#,
+        fields.join(",")
+    );
+    let started = Instant::now();
+    let u = compile(spec.as_bytes(), &[]).unwrap();
+    let input = u.tools[0].input_schema.to_value();
+    assert_eq!(input["required"].as_array().map(Vec::len), Some(n));
+    assert_eq!(input["properties"]["f0"]["type"], "string");
+    eprintln!("{n} form fields compiled in {:?}", started.elapsed());
+}

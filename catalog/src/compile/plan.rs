@@ -14,6 +14,8 @@
 //! back under its wire name.
 
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -106,6 +108,9 @@ fn collect_params<'d>(
         }
     }
     let mut params: Vec<Param> = Vec::new();
+    // Index by (name, location): an operation may declare tens of
+    // thousands of parameters, and a scan per parameter was quadratic.
+    let mut index: HashMap<(String, ParamLocation), usize> = HashMap::new();
     for (p, at) in raw {
         let name = p
             .get("name")
@@ -195,35 +200,35 @@ fn collect_params<'d>(
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
         };
-        if let Some(existing) = params
-            .iter_mut()
-            .find(|q| q.name == param.name && q.location == param.location)
-        {
-            *existing = param;
-        } else {
-            params.push(param);
+        match index.entry((param.name.clone(), param.location)) {
+            Entry::Occupied(e) => params[*e.get()] = param,
+            Entry::Vacant(e) => {
+                e.insert(params.len());
+                params.push(param);
+            }
         }
     }
     // Every `{name}` in the path template needs a path parameter.
     let template = site.path.split('#').next().unwrap_or(site.path);
+    let mut in_template = HashSet::new();
     for seg in template.split('{').skip(1) {
         let Some(name) = seg.split('}').next() else {
             continue;
         };
-        if !params
-            .iter()
-            .any(|p| p.location == ParamLocation::Path && p.name == name)
-        {
+        if !index.contains_key(&(name.to_string(), ParamLocation::Path)) {
             return Err(Invalid(format!(
                 "path template {template:?} uses {{{name}}} but no path parameter {name:?} is declared"
             )));
+        }
+        // Only a `{name}` closed by `}` is a use of it.
+        if seg.contains('}') {
+            in_template.insert(name);
         }
     }
     // A declared path parameter missing from the template cannot be sent:
     // leave it out of the arguments, and say so (Prowlarr's `GET /`).
     params.retain(|p| {
-        let used =
-            p.location != ParamLocation::Path || template.contains(&format!("{{{}}}", p.name));
+        let used = p.location != ParamLocation::Path || in_template.contains(p.name.as_str());
         if !used {
             conv.warnings.push(crate::model::Warning {
                 code: "PathParameterUnused".into(),
@@ -520,6 +525,7 @@ fn request_body<'d>(
                 nest(schema, body_required, properties, required)
             } else {
                 let (props, req) = take_flat(schema);
+                let req: HashSet<&str> = req.iter().map(String::as_str).collect();
                 let mut fields = Vec::new();
                 for (name, s) in props {
                     let mut arg = name.to_string();
@@ -532,7 +538,7 @@ fn request_body<'d>(
                         }
                     }
                     // A body field is only required when the body is.
-                    if body_required && req.iter().any(|r| *r == *name) {
+                    if body_required && req.contains(name.as_ref()) {
                         required.push(arg.clone());
                     }
                     properties.insert(Cow::Owned(arg.clone()), s);

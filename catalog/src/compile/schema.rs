@@ -542,10 +542,8 @@ impl<'d> SchemaConverter<'d> {
         if !dropped_props.is_empty() {
             if let Some(Node::Leaf(req)) = out.get_mut("required") {
                 if let Value::Array(req) = req.to_mut() {
-                    req.retain(|r| {
-                        !r.as_str()
-                            .is_some_and(|s| dropped_props.iter().any(|d| d == s))
-                    });
+                    let dropped: HashSet<&str> = dropped_props.iter().map(String::as_str).collect();
+                    req.retain(|r| !r.as_str().is_some_and(|s| dropped.contains(s)));
                 }
             }
         }
@@ -600,8 +598,8 @@ fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
         "dependentRequired" => v.as_object().is_some_and(|m| {
             m.values().all(|names| {
                 names.as_array().is_some_and(|a| {
-                    a.iter().all(Value::is_string)
-                        && a.iter().enumerate().all(|(i, x)| !a[..i].contains(x))
+                    let mut seen = HashSet::with_capacity(a.len());
+                    a.iter().all(|x| x.as_str().is_some_and(|x| seen.insert(x)))
                 })
             })
         }),
@@ -664,14 +662,70 @@ fn t_value<'d>(kind: &str, original: &'d Value) -> Node<'d> {
     }
 }
 
+/// The items without repeats (first one kept), by JSON equality. Linear:
+/// a 100,000-value `enum` or `required` list must not cost 10^10
+/// comparisons. Items are bucketed by [`value_hash`] and compared only
+/// within a bucket.
 fn dedup(items: Vec<Value>) -> Vec<Value> {
+    let mut buckets: HashMap<u64, Vec<usize>> = HashMap::with_capacity(items.len());
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     for i in items {
-        if !out.contains(&i) {
+        let bucket = buckets.entry(value_hash(&i)).or_default();
+        if !bucket.iter().any(|&j| out[j] == i) {
+            bucket.push(out.len());
             out.push(i);
         }
     }
     out
+}
+
+/// A hash consistent with `Value`'s `==`: objects compare as maps (key
+/// order aside) and `-0.0 == 0.0`, so both hash alike. Iterative, so any
+/// depth is fine.
+fn value_hash(v: &Value) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let seed = foldhash::fast::FixedState::default();
+    let mut total = 0u64;
+    // (value, multiplier): array items are weighted by position, object
+    // entries are summed so that their order does not matter.
+    let mut stack = vec![(v, 1u64)];
+    while let Some((v, weight)) = stack.pop() {
+        let mut h = seed.build_hasher();
+        match v {
+            Value::Null => 0u8.hash(&mut h),
+            Value::Bool(b) => (1u8, *b).hash(&mut h),
+            Value::Number(n) => {
+                2u8.hash(&mut h);
+                if let Some(u) = n.as_u64() {
+                    (0u8, u).hash(&mut h);
+                } else if let Some(i) = n.as_i64() {
+                    (1u8, i).hash(&mut h);
+                } else {
+                    let f = n.as_f64().unwrap_or(0.0);
+                    (2u8, if f == 0.0 { 0 } else { f.to_bits() }).hash(&mut h);
+                }
+            }
+            Value::String(s) => (3u8, s).hash(&mut h),
+            Value::Array(a) => {
+                (4u8, a.len()).hash(&mut h);
+                for (i, x) in a.iter().enumerate() {
+                    let w = weight
+                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        .wrapping_add(i as u64 * 2 + 1);
+                    stack.push((x, w));
+                }
+            }
+            Value::Object(m) => {
+                (5u8, m.len()).hash(&mut h);
+                for (k, x) in m {
+                    let w = weight.wrapping_mul(seed.hash_one(k) | 1);
+                    stack.push((x, w));
+                }
+            }
+        }
+        total = total.wrapping_add(h.finish().wrapping_mul(weight));
+    }
+    total
 }
 
 /// 3.0 `nullable: true` as JSON Schema: `null` added to `type` (and to

@@ -468,12 +468,16 @@ impl Converter {
             }
             params = Some(kept);
         }
+        // Names the operation's own formData parameters take (a set: an
+        // operation may have tens of thousands).
+        let name =
+            |f: &Map<String, Value>| f.get("name").and_then(Value::as_str).map(str::to_string);
+        let mut form_names: std::collections::HashSet<Option<String>> =
+            form.iter().map(name).collect();
         for p in inherited {
             match p {
                 Param::Body(b, _) if body.is_none() && form.is_empty() => body = Some(b.clone()),
-                Param::Form(f, _)
-                    if body.is_none() && !form.iter().any(|g| g.get("name") == f.get("name")) =>
-                {
+                Param::Form(f, _) if body.is_none() && form_names.insert(name(f)) => {
                     form.push(f.clone());
                 }
                 _ => {}

@@ -36,8 +36,9 @@
 //!
 //! Bounds (hostile overlays are the normal case):
 //! - a `target` or `copy` JSONPath has at most [`MAX_JSONPATH_BYTES`]
-//!   bytes and [`MAX_JSONPATH_NESTING`] levels of brackets, checked before
-//!   it is parsed;
+//!   bytes, [`MAX_JSONPATH_NESTING`] levels of brackets and
+//!   [`MAX_JSONPATH_DESCENDANTS`] `..`, and calls none of
+//!   [`FORBIDDEN_JSONPATH_FUNCTIONS`], checked before it is parsed;
 //! - every `update` and `copy` is measured against a [`DocumentBudget`]
 //!   (size and depth) before anything is merged or copied.
 //!
@@ -552,9 +553,29 @@ pub const MAX_JSONPATH_BYTES: usize = 4096;
 /// the worst case parses in about 2 ms (debug build).
 pub const MAX_JSONPATH_NESTING: usize = 10;
 
+/// Most descendant segments (`..`) a JSONPath may use, filters included.
+/// Not configurable.
+///
+/// NB: why. serde_json_path builds a located path for every node a query
+/// selects, and each `..` applies to every node the previous step
+/// selected: `$..*` on a 3 MB document is ~300,000 nodes with paths about
+/// 10 long, `$..*..*` ten times that, each further `..` ten times more, so
+/// two already risk gigabytes. Filters with `..` inside a `..` query cost
+/// time the same way.
+pub const MAX_JSONPATH_DESCENDANTS: usize = 1;
+
+/// The RFC 9535 functions overlays may not use: serde_json_path compiles
+/// the regular expression again for every node it tests, so one
+/// `$..[?match(@, '((a{1,30}){1,30}){1,30}')]` costs 33 ms per node (debug
+/// build) — hours on a large document, in a compile that cannot be
+/// interrupted.
+pub const FORBIDDEN_JSONPATH_FUNCTIONS: [&str; 2] = ["match", "search"];
+
 /// Parses an RFC 9535 JSONPath after checking it against
-/// [`MAX_JSONPATH_BYTES`] and [`MAX_JSONPATH_NESTING`], so that hostile
-/// input costs a linear scan, not the parser's stack or time.
+/// [`MAX_JSONPATH_BYTES`], [`MAX_JSONPATH_NESTING`],
+/// [`MAX_JSONPATH_DESCENDANTS`] and [`FORBIDDEN_JSONPATH_FUNCTIONS`], so
+/// that hostile input costs a linear scan, not the parser's stack or time
+/// nor the evaluator's.
 fn parse_jsonpath(path: &str) -> Result<JsonPath, String> {
     if path.len() > MAX_JSONPATH_BYTES {
         return Err(format!(
@@ -562,24 +583,57 @@ fn parse_jsonpath(path: &str) -> Result<JsonPath, String> {
             path.len()
         ));
     }
-    let depth = jsonpath_nesting(path);
-    if depth > MAX_JSONPATH_NESTING {
+    let shape = jsonpath_shape(path);
+    if shape.nesting > MAX_JSONPATH_NESTING {
         return Err(format!(
-            "the JSONPath nests brackets and parentheses {depth} deep, over the limit of \
-             {MAX_JSONPATH_NESTING}"
+            "the JSONPath nests brackets and parentheses {} deep, over the limit of \
+             {MAX_JSONPATH_NESTING}",
+            shape.nesting
+        ));
+    }
+    if shape.descendants > MAX_JSONPATH_DESCENDANTS {
+        return Err(format!(
+            "the JSONPath has {} descendant segments (`..`), over the limit of \
+             {MAX_JSONPATH_DESCENDANTS}: each multiplies the nodes the query selects",
+            shape.descendants
+        ));
+    }
+    if let Some(f) = shape.regex_function {
+        return Err(format!(
+            "the JSONPath calls {f}(), which overlays do not support: it compiles its regular \
+             expression again for every node tested; select by comparison (==) instead"
         ));
     }
     JsonPath::parse(path).map_err(|e| e.to_string())
 }
 
-/// Deepest nesting of `[` and `(` outside quoted names and string literals
-/// (RFC 9535 strings are `'...'` or `"..."` with backslash escapes). Closers
-/// are not matched against openers: the parser reports malformed paths; this
-/// only bounds what it is handed.
-fn jsonpath_nesting(path: &str) -> usize {
-    let (mut depth, mut max) = (0usize, 0usize);
+/// What [`parse_jsonpath`] checks before parsing.
+struct Shape {
+    /// Deepest nesting of `[` and `(`.
+    nesting: usize,
+    /// `..` occurrences.
+    descendants: usize,
+    /// The first forbidden function called, if any.
+    regex_function: Option<&'static str>,
+}
+
+/// Scans a JSONPath outside quoted names and string literals (RFC 9535
+/// strings are `'...'` or `"..."` with backslash escapes). Closers are not
+/// matched against openers: the parser reports malformed paths; this only
+/// bounds what it is handed.
+fn jsonpath_shape(path: &str) -> Shape {
+    let mut shape = Shape {
+        nesting: 0,
+        descendants: 0,
+        regex_function: None,
+    };
+    let mut depth = 0usize;
     let mut quote = None;
     let mut escaped = false;
+    let mut prev = 0u8;
+    // The identifier just before the current byte (a function name when a
+    // `(` follows it, spaces aside).
+    let mut word = String::new();
     for b in path.bytes() {
         match quote {
             Some(q) => {
@@ -590,19 +644,45 @@ fn jsonpath_nesting(path: &str) -> usize {
                 } else if b == q {
                     quote = None;
                 }
+                prev = 0;
+                continue;
             }
             None => match b {
                 b'\'' | b'"' => quote = Some(b),
                 b'[' | b'(' => {
+                    if b == b'(' {
+                        if let Some(f) = FORBIDDEN_JSONPATH_FUNCTIONS.iter().find(|f| **f == word) {
+                            shape.regex_function.get_or_insert(f);
+                        }
+                    }
                     depth += 1;
-                    max = max.max(depth);
+                    shape.nesting = shape.nesting.max(depth);
                 }
                 b']' | b')' => depth = depth.saturating_sub(1),
+                // `...` counts once: the third dot starts a name (an error).
+                b'.' if prev == b'.' => {
+                    shape.descendants += 1;
+                    prev = 0;
+                    word.clear();
+                    continue;
+                }
                 _ => {}
             },
         }
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            if !prev.is_ascii_alphanumeric() && prev != b'_' {
+                word.clear();
+            }
+            // Function names are short; longer words cannot match.
+            if word.len() < 8 {
+                word.push(char::from(b));
+            }
+        } else if b != b' ' && b != b'(' {
+            word.clear();
+        }
+        prev = b;
     }
-    max
+    shape
 }
 
 /// `1.0.x` or `1.1.x`; the patch number is ignored as the spec says.
@@ -1126,6 +1206,45 @@ mod tests {
                 if m.contains("4201 bytes") && m.contains("limit of 4096")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_second_descendant_segment_is_refused_before_it_multiplies_the_nodes_selected() {
+        for (target, n) in [("$..*..*", 2), ("$..paths[?@..x == 1]", 2), ("$....a", 2)] {
+            let err = parse_err(&format!(
+                "{HEAD_10}actions:\n  - target: \"{target}\"\n    remove: true\n"
+            ));
+            assert!(
+                matches!(&err.kind, OverlayErrorKind::InvalidJsonPath(m)
+                    if m.contains(&format!("has {n} descendant segments")) && m.contains("limit of 1")),
+                "{target}: {err}"
+            );
+        }
+        // In string literals `..` is a name, not a segment.
+        overlay(&format!(
+            "{HEAD_10}actions:\n  - target: \"$..['a..b'][?@.x == '..']\"\n    remove: true\n"
+        ));
+    }
+
+    #[test]
+    fn regex_functions_are_refused_because_they_compile_once_per_node() {
+        for target in [
+            "$..[?match(@, '((a{1,30}){1,30}){1,30}')]",
+            "$.paths.*.*[?search (@.operationId, 'admin')]",
+        ] {
+            let err = parse_err(&format!(
+                "{HEAD_10}actions:\n  - target: \"{target}\"\n    remove: true\n"
+            ));
+            assert!(
+                matches!(&err.kind, OverlayErrorKind::InvalidJsonPath(m) if m.contains("overlays do not support")),
+                "{target}: {err}"
+            );
+        }
+        // Other functions, and the words in strings or names, are fine.
+        overlay(&format!(
+            "{HEAD_10}actions:\n  - target: \"$.paths.*.*[?length(@.tags) > 1 && @.x == 'match(']\"\n    \
+             remove: true\n  - target: $.match\n    remove: true\n"
+        ));
     }
 
     #[test]

@@ -606,9 +606,11 @@ fn charge_schema_bytes<'n, 'd: 'n>(
     document: &str,
     draft: &Draft<'_>,
     bytes: &mut SchemaBytes<'_>,
-    schemas: impl Iterator<Item = &'n Node<'d>> + Clone,
+    schemas: impl Iterator<Item = &'n Node<'d>>,
 ) -> Result<(), ToolFail> {
-    let tool_bytes: usize = schemas.clone().map(Node::text_len).sum();
+    // Shared expansions keep their text for the compile once rendered.
+    let mut unrendered = node::Unrendered::default();
+    let tool_bytes: usize = schemas.map(|s| s.measure(Some(&mut unrendered))).sum();
     let limits = bytes.limits;
     if tool_bytes > limits.max_tool_schema_bytes {
         return Err(reject(
@@ -623,10 +625,10 @@ fn charge_schema_bytes<'n, 'd: 'n>(
         )
         .into());
     }
-    // Shared expansions keep their text for the compile once rendered.
-    let mut seen = std::collections::HashSet::new();
-    let cached: usize = schemas.map(|s| s.unrendered_shared_len(&mut seen)).sum();
-    let used = bytes.used.saturating_add(tool_bytes).saturating_add(cached);
+    let used = bytes
+        .used
+        .saturating_add(tool_bytes)
+        .saturating_add(unrendered.bytes);
     if used > limits.max_catalog_schema_bytes {
         return Err(ToolFail::Abort(CompileError::CatalogTooLarge {
             document: document.to_string(),

@@ -95,6 +95,34 @@ fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
     n.0
 }
 
+/// Length of a JSON string literal; the common case (nothing to escape)
+/// without the serialiser, as this runs for every key and most leaves.
+fn str_len(s: &str) -> usize {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        json_len(s)
+    } else {
+        s.len() + 2
+    }
+}
+
+fn value_len(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::String(s) => str_len(s),
+        Value::Array(a) => 2 + a.iter().map(value_len).sum::<usize>() + a.len().saturating_sub(1),
+        Value::Object(m) => {
+            2 + m
+                .iter()
+                .map(|(k, v)| str_len(k) + 1 + value_len(v))
+                .sum::<usize>()
+                + m.len().saturating_sub(1)
+        }
+        Value::Number(_) => json_len(v),
+    }
+}
+
 /// Serialising JSON values with string keys into a `String` cannot fail.
 fn render<T: Serialize + ?Sized>(v: &T) -> Box<RawValue> {
     serde_json::value::to_raw_value(v).expect("JSON values with string keys always serialise")
@@ -265,38 +293,51 @@ impl<'d> Node<'d> {
     /// a number, so a huge expansion embedded many times costs nothing to
     /// measure.
     pub fn text_len(&self) -> usize {
-        match self {
-            Node::Leaf(v) => json_len(v.as_ref()),
-            Node::Object(m) => {
-                let entries: usize = m
-                    .iter()
-                    .map(|(k, v)| json_len(k.as_ref()) + 1 + v.text_len())
-                    .sum();
-                2 + entries + m.len().saturating_sub(1)
-            }
-            Node::Array(a) => {
-                2 + a.iter().map(Node::text_len).sum::<usize>() + a.len().saturating_sub(1)
-            }
-            Node::Shared(sh) => sh.text_len(),
-        }
+        self.measure(None)
     }
 
-    /// Bytes that rendering this node would add to the shared parts' cached
-    /// texts: those of shared parts not rendered yet (rendering a shared
-    /// part renders the ones inside it too), each counted once per `seen`.
-    pub fn unrendered_shared_len(&self, seen: &mut HashSet<*const Shared<'d>>) -> usize {
+    /// [`Node::text_len`], and with `unrendered` also the bytes rendering
+    /// would add to the shared parts' cached texts: those of shared parts
+    /// not rendered yet (rendering one renders the ones inside it too),
+    /// each counted once per `seen` set. One walk for both.
+    pub fn measure(&self, mut unrendered: Option<&mut Unrendered<'d>>) -> usize {
         match self {
-            Node::Leaf(_) => 0,
-            Node::Object(m) => m.values().map(|v| v.unrendered_shared_len(seen)).sum(),
-            Node::Array(a) => a.iter().map(|v| v.unrendered_shared_len(seen)).sum(),
-            Node::Shared(sh) => {
-                if sh.text.get().is_some() || !seen.insert(Rc::as_ptr(sh)) {
-                    return 0;
+            Node::Leaf(v) => value_len(v),
+            Node::Object(m) => {
+                let mut n = 2 + m.len().saturating_sub(1);
+                for (k, v) in m {
+                    n += str_len(k) + 1 + v.measure(unrendered.as_deref_mut());
                 }
-                sh.text_len() + sh.node.unrendered_shared_len(seen)
+                n
+            }
+            Node::Array(a) => {
+                let mut n = 2 + a.len().saturating_sub(1);
+                for v in a {
+                    n += v.measure(unrendered.as_deref_mut());
+                }
+                n
+            }
+            Node::Shared(sh) => {
+                let len = sh.text_len();
+                if let Some(u) = unrendered {
+                    if sh.text.get().is_none() && u.seen.insert(Rc::as_ptr(sh)) {
+                        u.bytes += len;
+                        // Only what is inside still matters here.
+                        sh.node.measure(Some(u));
+                    }
+                }
+                len
             }
         }
     }
+}
+
+/// Shared parts not rendered yet, met while measuring (see
+/// [`Node::measure`]).
+#[derive(Default)]
+pub struct Unrendered<'d> {
+    seen: HashSet<*const Shared<'d>>,
+    pub bytes: usize,
 }
 
 #[cfg(test)]
@@ -345,13 +386,16 @@ mod tests {
             );
             root.insert("c\"".into(), Node::borrowed(&v));
             let root = Node::Object(root);
-            let mut seen = HashSet::new();
-            let unrendered = root.unrendered_shared_len(&mut seen);
-            assert_eq!(unrendered, shared.text_len(), "{v}");
+            let mut unrendered = Unrendered::default();
+            let len = root.measure(Some(&mut unrendered));
+            assert_eq!(unrendered.bytes, shared.text_len(), "{v}");
             let text = root.to_schema();
+            assert_eq!(len, text.as_str().len(), "{v}");
             assert_eq!(root.text_len(), text.as_str().len(), "{v}");
             // Rendered now: nothing more to cache.
-            assert_eq!(root.unrendered_shared_len(&mut HashSet::new()), 0);
+            let mut unrendered = Unrendered::default();
+            root.measure(Some(&mut unrendered));
+            assert_eq!(unrendered.bytes, 0);
             assert_eq!(root.text_len(), text.as_str().len(), "{v} after rendering");
         }
     }

@@ -667,6 +667,16 @@ fn t_value<'d>(kind: &str, original: &'d Value) -> Node<'d> {
 /// comparisons. Items are bucketed by [`value_hash`] and compared only
 /// within a bucket.
 fn dedup(items: Vec<Value>) -> Vec<Value> {
+    // Short lists (nearly all) are cheaper compared pairwise than hashed.
+    if items.len() <= 16 {
+        let mut out: Vec<Value> = Vec::with_capacity(items.len());
+        for i in items {
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        return out;
+    }
     let mut buckets: HashMap<u64, Vec<usize>> = HashMap::with_capacity(items.len());
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     for i in items {

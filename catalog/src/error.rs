@@ -146,6 +146,10 @@ pub enum OverlayErrorKind {
     UnmatchedTarget,
     #[error("{0}")]
     Action(String),
+    /// The document was a valid OpenAPI document before this overlay and
+    /// is not after it.
+    #[error("the document is no longer valid OpenAPI after this overlay: {0}")]
+    BrokeDocument(String),
     /// The action would make the document larger or deeper than
     /// [`crate::overlay::DocumentBudget`] allows.
     #[error("{0}")]

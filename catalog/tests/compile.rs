@@ -338,6 +338,32 @@ fn strict_overlay_with_unmatched_target_fails_the_compile() {
 }
 
 #[test]
+fn an_overlay_that_breaks_the_document_is_blamed_not_the_document() {
+    let fine = overlay(json!([{"target": "$.info", "update": {"description": "x"}}]));
+    let breaks = Overlay::parse(
+        "breaks.yaml",
+        json!({"overlay": "1.0.0", "info": {"title": "o", "version": "1"},
+               "actions": [{"target": "$", "update": {"openapi": "9.9.9"}}]})
+        .to_string()
+        .as_bytes(),
+        false,
+    )
+    .unwrap();
+    let err = compile_with(&three_ops(), &[fine, breaks], &CompileOptions::default()).unwrap_err();
+    assert_eq!(err.reason(), "OverlayInvalid", "{err}");
+    let msg = err.to_string();
+    assert!(msg.starts_with("overlay breaks.yaml"), "{msg}");
+    assert!(msg.contains("9.9.9"), "{msg}");
+    // A document that is invalid by itself is still the document's fault.
+    let mut bad = three_ops();
+    bad["openapi"] = json!("9.9.9");
+    let fine = overlay(json!([{"target": "$.info", "update": {"description": "x"}}]));
+    let err = compile_with(&bad, &[fine], &CompileOptions::default()).unwrap_err();
+    assert_eq!(err.reason(), "SpecInvalid", "{err}");
+    assert!(err.to_string().contains("test.json"), "{err}");
+}
+
+#[test]
 fn overlays_apply_in_the_given_order() {
     let first = overlay(
         json!([{"target": "$.paths['/pets'].get", "update": {"x-mcp-tool-name": "first"}}]),

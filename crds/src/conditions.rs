@@ -86,7 +86,9 @@ pub mod reasons {
     /// Another (older) McpUpstream holds `toolPrefix`; the message names it
     /// as `namespace/name`.
     pub const PREFIX_CONFLICT: &str = "PrefixConflict";
-    /// The compiled catalog exceeds the operator's publishing cap.
+    /// The catalog's schemas pass the compiler's size limit (the compile
+    /// stops there), or the compiled catalog exceeds the operator's
+    /// publishing cap (`--max-upstream-bytes`).
     pub const CATALOG_TOO_LARGE: &str = "CatalogTooLarge";
     /// A Secret named in `auth.secretRef` or `openapi.headersFrom` (or one of
     /// its keys) is missing.

@@ -55,6 +55,8 @@ pub struct Failure {
     /// The API server or network failed, not the user's input: retry with
     /// backoff instead of reporting it as the resource's fault.
     pub transient: bool,
+    /// The overlay (`namespace/name`) at fault, when one is.
+    pub overlay: Option<String>,
 }
 
 impl Failure {
@@ -63,13 +65,23 @@ impl Failure {
             reason: reason.to_string(),
             message: message.into(),
             transient: false,
+            overlay: None,
         }
     }
     pub fn transient(message: impl Into<String>) -> Self {
         Failure {
-            reason: "Transient".into(),
-            message: message.into(),
             transient: true,
+            ..Failure::new("Transient", message)
+        }
+    }
+    /// A compile error, remembering which overlay caused it (if one did).
+    pub fn compile(e: &catalog::CompileError) -> Self {
+        Failure {
+            overlay: match e {
+                catalog::CompileError::Overlay(o) => Some(o.overlay.clone()),
+                _ => None,
+            },
+            ..Failure::new(e.reason(), compile_message(e))
         }
     }
 }
@@ -476,14 +488,10 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
             fresh = catalog;
             attribute_overlays(&compiled.result, &overlays, &mut overlay_outcomes);
             loaded_overlays = overlays;
-            match &compiled.result {
-                Err(f)
-                    if f.reason == reasons::OVERLAY_INVALID
-                        || f.reason == reasons::OVERLAY_TARGET_UNMATCHED =>
-                {
+            if let Err(f) = &compiled.result {
+                if f.overlay.is_some() {
                     outcome.overlays = Some(Err(f.clone()));
                 }
-                _ => {}
             }
             outcome.compiled = Some(compiled.result);
         }
@@ -857,7 +865,7 @@ async fn compile(
                 Ok(Arc::new(summary))
             }
         },
-        Ok(Err(e)) => Err(Failure::new(e.reason(), compile_message(&e))),
+        Ok(Err(e)) => Err(Failure::compile(&e)),
         Err(join) => Err(Failure::new(
             reasons::SPEC_INVALID,
             format!("the compiler failed on this document: {join}"),
@@ -974,11 +982,7 @@ fn attribute_overlays(
             continue;
         };
         match result {
-            Err(f)
-                if (f.reason == reasons::OVERLAY_INVALID
-                    || f.reason == reasons::OVERLAY_TARGET_UNMATCHED)
-                    && f.message.starts_with(&format!("overlay {}", o.name)) =>
-            {
+            Err(f) if f.overlay.as_deref() == Some(o.name.as_str()) => {
                 out.result = Applied::Failed(f.message.clone());
             }
             Ok(summary) => {

@@ -129,8 +129,42 @@ pub fn compile_upstream_with_limits(
             warnings.extend(overlay.apply_within(&mut raw, &mut budget)?);
         }
     }
-    let doc = spec::load(src.document, raw, src.options.allow_external_refs)?;
+    let doc = match spec::load(src.document, raw, src.options.allow_external_refs) {
+        Ok(doc) => doc,
+        Err(e) if !src.overlays.is_empty() => return Err(blame_overlay(src, e)),
+        Err(e) => return Err(e.into()),
+    };
     compile_document(&doc, src.prefix, src.options, limits, warnings)
+}
+
+/// The document was invalid after the overlays: say so against the
+/// overlay that made it invalid, not the document the user did not touch.
+/// Only on this failure path: loads the document as written, then again
+/// after each overlay in turn.
+fn blame_overlay(src: &UpstreamSource<'_>, failure: crate::SpecError) -> CompileError {
+    let allow = src.options.allow_external_refs;
+    let Ok(mut raw) = spec::parse_value(src.document, src.spec) else {
+        return failure.into();
+    };
+    if spec::load(src.document, raw.clone(), allow).is_err() {
+        return failure.into();
+    }
+    let mut budget = crate::overlay::DocumentBudget::for_document(&raw);
+    for overlay in src.overlays {
+        if overlay.apply_within(&mut raw, &mut budget).is_err() {
+            break;
+        }
+        if let Err(e) = spec::load(src.document, raw.clone(), allow) {
+            return crate::OverlayError {
+                overlay: overlay.name.clone(),
+                action: None,
+                target: None,
+                kind: crate::error::OverlayErrorKind::BrokeDocument(e.to_string()),
+            }
+            .into();
+        }
+    }
+    failure.into()
 }
 
 fn check_options(src: &UpstreamSource<'_>) -> Result<(), CompileError> {

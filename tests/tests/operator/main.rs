@@ -811,6 +811,49 @@ async fn an_unsendable_http_header_is_refused_naming_the_field() {
     op.stop().await;
 }
 
+/// An overlay that leaves the document invalid is named as the cause (not
+/// the document), and only it: `fix` is not blamed for `fix-2`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_overlay_that_breaks_the_document_is_blamed_and_only_it() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    w.apply_overlay(NS, "fix", json!({
+        "upstreamRef": {"name": "pets"},
+        "order": 1,
+        "inline": "overlay: 1.0.0\ninfo: {title: fix, version: '1'}\nactions:\n  - target: $.info\n    update: {description: x}\n",
+    }))
+    .await;
+    w.apply_overlay(NS, "fix-2", json!({
+        "upstreamRef": {"name": "pets"},
+        "order": 2,
+        "inline": "overlay: 1.0.0\ninfo: {title: fix-2, version: '1'}\nactions:\n  - target: $\n    update: {openapi: '9.9.9'}\n",
+    }))
+    .await;
+    let u = wait_ready(&w, NS, "pets", "False", "OverlayInvalid").await;
+    let (_, _, msg) = cond(&u, "OverlaysApplied").expect("overlays");
+    assert!(msg.contains("team-a/fix-2"), "{msg}");
+    assert!(!msg.contains("test.json") && msg.contains("9.9.9"), "{msg}");
+    eventually("fix-2 blamed", WAIT, || async {
+        let o = w.overlays(NS).get("fix-2").await.ok()?;
+        let (status, reason, _) = overlay_cond(&o, "Ready")?;
+        (status == "False" && reason == "OverlayInvalid").then_some(())
+    })
+    .await;
+    let o = eventually("fix reported", WAIT, || async {
+        let o = w.overlays(NS).get("fix").await.ok()?;
+        overlay_cond(&o, "Ready").map(|c| (c, o))
+    })
+    .await;
+    assert_eq!(
+        (o.0 .0.as_str(), o.0 .1.as_str()),
+        ("True", "Applied"),
+        "{:?}",
+        o.0
+    );
+    op.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_operator_writes_nothing_when_nothing_changed() {
     let w = World::new().await;

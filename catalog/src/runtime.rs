@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 
 /// Default cap on an upstream response body.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
+/// Default limit on calls in flight to one upstream; further calls wait
+/// (within their timeout). Memory is bounded gateway-wide by the response
+/// budget (`toolgate serve --max-response-memory-bytes`), so this mostly
+/// protects the upstream.
+pub const DEFAULT_MAX_CONCURRENCY: usize = 32;
 /// Default per-request upstream timeout.
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
 /// Statuses that take the success path unless configured otherwise.
@@ -40,7 +45,8 @@ pub struct UpstreamConfig {
     pub timeout_seconds: Option<f64>,
     /// Default [`DEFAULT_MAX_RESPONSE_BYTES`].
     pub max_response_bytes: Option<u64>,
-    /// In-flight requests to this upstream; further calls wait. None = no limit.
+    /// Calls in flight to this upstream; further calls wait, within their
+    /// timeout. Default [`DEFAULT_MAX_CONCURRENCY`]; at least 1.
     pub max_concurrency: Option<usize>,
     /// Sent on every request (after the plan's own headers, so they win).
     pub headers: BTreeMap<String, String>,

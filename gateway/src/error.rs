@@ -8,6 +8,7 @@
 //! | Arguments pass but cannot form a safe request (`..` path segment, CR/LF in a header, bad base64) | `Ok(isError)` naming the argument | debug |
 //! | Request plan inconsistent (catalog defect)      | `Ok(isError)`                            | error       |
 //! | Upstream unreachable, timeout, body over the cap, token endpoint failure | `Ok(isError)` in general terms | warn |
+//! | No slot within the timeout (`maxConcurrency`), or no share of the response memory budget (`--max-response-memory-bytes`) within it, or more than the whole budget needed | `Ok(isError)` naming the limit | warn |
 //! | Upstream status in `errorStatus`                | `Ok(isError)` with problem details / body | no         |
 //! | Upstream status in neither list                 | `Ok(isError)` `unexpected HTTP n: excerpt` | no        |
 //! | Response fails its schema, `fail` mode          | `Ok(isError)` with the violations        | no          |

@@ -76,6 +76,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         max_request_body_bytes: gateway::intake::DEFAULT_MAX_REQUEST_BODY_BYTES,
         max_sessions: gateway::session::DEFAULT_MAX_SESSIONS,
         session_idle_timeout_seconds: gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs(),
+        max_response_memory_bytes: None,
     };
     run_with(serve, Some(catalog), |local| {
         let mcp = format!("http://{}/mcp", reachable(local));

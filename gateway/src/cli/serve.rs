@@ -100,6 +100,11 @@ pub struct ServeArgs {
     /// Catalog file poll interval in milliseconds.
     #[arg(long, default_value_t = 250)]
     pub poll_interval_ms: u64,
+    /// Bytes of upstream response bodies held at once, over all calls; a
+    /// call waits (within its timeout) for its share. Default: half the
+    /// container's memory limit (cgroup), else 256 MiB.
+    #[arg(long, env = "TOOLGATE_MAX_RESPONSE_MEMORY_BYTES")]
+    pub max_response_memory_bytes: Option<u64>,
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -120,6 +125,17 @@ pub async fn run_with(
     if args.max_request_body_bytes == 0 {
         bail!("--max-request-body-bytes must be at least 1");
     }
+    let (budget, source) = match args.max_response_memory_bytes {
+        Some(0) => bail!("--max-response-memory-bytes must be at least 1"),
+        Some(n) => (n, "--max-response-memory-bytes"),
+        None => gateway::upstream::default_response_memory_bytes(),
+    };
+    gateway::upstream::ResponseBudget::configure(budget);
+    tracing::info!(
+        bytes = gateway::upstream::ResponseBudget::get().total(),
+        source,
+        "response memory budget"
+    );
     let config = match &args.config {
         Some(p) => gateway::config::load(p)?,
         None => GatewayConfig::default(),

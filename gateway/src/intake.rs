@@ -119,9 +119,18 @@ pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {
 async fn call(ep: &McpEndpoint, intake: Intake, req: Request) -> Response {
     let mut svc = ep.service.clone();
     match intake.scope(svc.call(req)).await {
-        Ok(r) => r.into_response(),
+        Ok(r) => with_payloads(r.into_response()),
         Err(never) => match never {},
     }
+}
+
+/// Tool results carry their bodies as markers; they are filled in here, as
+/// the response streams out ([`crate::payload`]). The length changes, so
+/// any `Content-Length` goes.
+fn with_payloads(r: Response) -> Response {
+    let (mut parts, body) = r.into_parts();
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::new(crate::payload::Spliced::new(body)))
 }
 
 /// Reserves a session slot when this request opens a session (a

@@ -33,6 +33,7 @@ pub mod error;
 pub mod intake;
 pub mod kubernetes;
 pub mod ops;
+pub mod payload;
 pub mod rawjson;
 pub mod reload;
 pub mod request;

@@ -11,7 +11,8 @@
 //!    and shared ([`schema_text`]).
 //! 4. [`call`]: the pipeline of one call, using
 //!    [`validate`] → [`request`] (or [`transform`]) → [`upstream`] (with
-//!    [`auth`]) → [`response`].
+//!    [`auth`]) → [`response`]. Response bodies are read in place
+//!    ([`rawjson`]) and sent by reference ([`payload`]), never as trees.
 //! 5. [`error`]: how each failure reaches the client (a table).
 //! 6. [`ops`]: the router, health endpoints and graceful shutdown;
 //!    [`intake`]: what an MCP request passes before rmcp sees it (Host and

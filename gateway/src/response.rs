@@ -24,19 +24,41 @@
 //!
 //! **Anything else**: isError `unexpected HTTP {status}` with a short
 //! excerpt of the body; no transform runs.
+//!
+//! **Memory.** A body is never turned into a `serde_json::Value` unless a
+//! jq transform needs one: it is checked, validated and measured as text
+//! ([`crate::rawjson`]) and leaves as a [`Payload`], the upstream's bytes
+//! sent by reference with its share of the response budget
+//! ([`crate::upstream::ResponseBudget`]). Text and `structuredContent` are
+//! the same bytes, rendered twice as the message streams out. A transform
+//! is charged [`TREES_PER_JQ_INPUT`] times the estimated tree of its input
+//! before the tree is built, and fails naming the budget if that is more
+//! than the budget holds.
+//!
+//! What the client receives is the upstream's JSON without insignificant
+//! whitespace, numbers and escapes as the upstream wrote them (serde_json
+//! would re-print `1E2` as `100.0` and round integers beyond 64 bits).
 
-use base64::Engine;
+use bytes::Bytes;
 use catalog::ResponseFormat;
+use jsonschema::json::{JsonNumber, Node, Object};
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::{json, Value};
 
 use crate::config::ResponseValidation;
+use crate::payload::Payload;
+use crate::rawjson::{Document, RawNode};
 use crate::snapshot::{ResponseCheck, ToolEntry};
-use crate::upstream::{excerpt, UpstreamResponse};
+use crate::upstream::{excerpt, BudgetPermit, UpstreamResponse};
 use crate::validate;
 
 /// Characters of body shown with an unexpected status.
 const EXCERPT_CHARS: usize = 200;
+/// Characters of a non-JSON error body passed on.
+const ERROR_EXCERPT_CHARS: usize = 2_000;
+/// Trees a jq run holds per tree of its input: the `serde_json::Value` and
+/// jaq's own copy (built from it as it is taken apart).
+const TREES_PER_JQ_INPUT: u64 = 2;
 
 /// A text-only error result.
 pub fn error_text(message: impl Into<String>) -> CallToolResult {
@@ -90,31 +112,38 @@ fn is_text(m: &str) -> bool {
         )
 }
 
-/// The success path.
+/// The success path. Every body leaves by reference ([`Payload`]), with
+/// its share of the response budget.
 pub async fn success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
     if resp.body.is_empty() {
         return CallToolResult::success(vec![ContentBlock::text("")]);
     }
-    let media = resp.media_type.as_deref();
+    let media = resp.media_type.clone();
+    let media = media.as_deref();
     match kind(tool.def.response_format, media, &resp.body) {
-        Kind::Text => CallToolResult::success(vec![ContentBlock::text(
-            String::from_utf8_lossy(&resp.body).into_owned(),
-        )]),
-        Kind::Image => CallToolResult::success(vec![ContentBlock::image(
-            b64(&resp.body),
-            media
-                .filter(|m| m.starts_with("image/"))
-                .unwrap_or("image/png"),
-        )]),
-        Kind::Audio => CallToolResult::success(vec![ContentBlock::audio(
-            b64(&resp.body),
-            media
-                .filter(|m| m.starts_with("audio/"))
-                .unwrap_or("audio/wav"),
-        )]),
+        Kind::Text => text_result(resp.body, resp.permit, false),
+        Kind::Image => {
+            let data = Payload::binary(resp.body, Some(resp.permit)).register(1);
+            CallToolResult::success(vec![ContentBlock::image(
+                data.string(),
+                media
+                    .filter(|m| m.starts_with("image/"))
+                    .unwrap_or("image/png"),
+            )])
+        }
+        Kind::Audio => {
+            let data = Payload::binary(resp.body, Some(resp.permit)).register(1);
+            CallToolResult::success(vec![ContentBlock::audio(
+                data.string(),
+                media
+                    .filter(|m| m.starts_with("audio/"))
+                    .unwrap_or("audio/wav"),
+            )])
+        }
         Kind::Binary => {
             let uri = format!("toolgate://{}/response", tool.def.name);
-            let mut rc = ResourceContents::blob(b64(&resp.body), uri);
+            let data = Payload::binary(resp.body, Some(resp.permit)).register(1);
+            let mut rc = ResourceContents::blob(data.string(), uri);
             rc = rc.with_mime_type(media.unwrap_or("application/octet-stream"));
             CallToolResult::success(vec![ContentBlock::resource(rc)])
         }
@@ -122,129 +151,256 @@ pub async fn success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult
     }
 }
 
-async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
-    let body: Value = match serde_json::from_slice(&resp.body) {
-        Ok(v) => v,
-        Err(_) => {
-            tracing::warn!(tool = %tool.def.name, "upstream sent a body that is not JSON; returning it as text");
-            return CallToolResult::success(vec![ContentBlock::text(
-                String::from_utf8_lossy(&resp.body).into_owned(),
-            )]);
-        }
-    };
-    let mode = tool.upstream.response_validation;
-    if mode != ResponseValidation::Off {
-        if let Some(errors) = response_errors(tool, resp.status, &body) {
-            match mode {
-                ResponseValidation::Fail => {
-                    return error_text(format!(
-                        "upstream response does not match its schema:\n- {}",
-                        errors.join("\n- ")
-                    ))
-                }
-                _ => tracing::warn!(
-                    tool = %tool.def.name,
-                    status = resp.status,
-                    errors = %errors.join("; "),
-                    "upstream response does not match its schema"
-                ),
-            }
-        }
+/// One text block holding `body`.
+fn text_result(body: Bytes, permit: BudgetPermit, is_error: bool) -> CallToolResult {
+    let text = Payload::text(body, Some(permit)).register(1);
+    let content = vec![ContentBlock::text(text.string())];
+    if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
     }
-    let value = match &tool.response_jq {
-        Some(p) => match crate::transform::run("response", p, body).await {
-            Ok(v) => v,
-            Err(e) => return error_text(e.to_string()),
-        },
-        None => body,
-    };
-    structured_or_text(tool, value)
 }
 
-fn response_errors(tool: &ToolEntry, status: u16, body: &Value) -> Option<Vec<String>> {
-    let result = match tool.response_check(status)? {
-        ResponseCheck::Schema(v) => validate::check(v, body),
-        ResponseCheck::Output(v) => validate::check(v, &tool.wrap(body.clone())),
+/// The output wrap of `doc` as the outputSchema sees it.
+fn wrapped<'a>(tool: &ToolEntry, doc: &Document<'a>) -> RawNode<'a> {
+    match tool.def.output_wrap {
+        Some(catalog::OutputWrap::Result) => doc.wrapped(),
+        _ => doc.root(),
+    }
+}
+
+async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
+    let UpstreamResponse {
+        status,
+        body,
+        mut permit,
+        deadline,
+        ..
+    } = resp;
+    // Checked, validated and measured in place: no tree of the body.
+    let (output_valid, tree_bytes) = {
+        let Ok(doc) = Document::parse(&body) else {
+            tracing::warn!(tool = %tool.def.name, "upstream sent a body that is not JSON; returning it as text");
+            return text_result(body, permit, false);
+        };
+        let mut output_valid = None;
+        let mode = tool.upstream.response_validation;
+        if let Some(check) = tool
+            .response_check(status)
+            .filter(|_| mode != ResponseValidation::Off)
+        {
+            let result = match check {
+                ResponseCheck::Schema(v) => validate::check_raw(v, &doc, doc.root()),
+                ResponseCheck::Output(v) => {
+                    let r = validate::check_raw(v, &doc, wrapped(tool, &doc));
+                    output_valid = Some(r.is_ok());
+                    r
+                }
+            };
+            if let Err(errors) = result {
+                match mode {
+                    ResponseValidation::Fail => {
+                        return error_text(format!(
+                            "upstream response does not match its schema:\n- {}",
+                            errors.join("\n- ")
+                        ))
+                    }
+                    _ => tracing::warn!(
+                        tool = %tool.def.name,
+                        status,
+                        errors = %errors.join("; "),
+                        "upstream response does not match its schema"
+                    ),
+                }
+            }
+        }
+        if output_valid.is_none() && tool.response_jq.is_none() {
+            output_valid = tool.output().map(|out| out.is_valid(wrapped(tool, &doc)));
+        }
+        let tree_bytes = match tool.response_jq {
+            Some(_) => doc.tree_bytes() as u64,
+            None => 0,
+        };
+        (output_valid, tree_bytes)
     };
-    result.err()
+    let body = match &tool.response_jq {
+        None => body,
+        Some(p) => {
+            // jq needs the body as trees: budget them before building.
+            let trees = TREES_PER_JQ_INPUT.saturating_mul(tree_bytes);
+            if let Err(e) = permit.grow("the response transform", trees, deadline).await {
+                return error_text(e.to_string());
+            }
+            let value: Value = match serde_json::from_slice(&body) {
+                Ok(v) => v,
+                Err(e) => return error_text(format!("response transform failed: {e}")),
+            };
+            drop(body);
+            let out = match crate::transform::run("response", p, value).await {
+                Ok(v) => v,
+                Err(e) => return error_text(e.to_string()),
+            };
+            let bytes = Bytes::from(serde_json::to_vec(&out).unwrap_or_default());
+            drop(out);
+            permit.shrink_to(bytes.len() as u64);
+            bytes
+        }
+    };
+    let output_valid = match (output_valid, tool.output()) {
+        (Some(v), _) => Some(v),
+        (None, Some(out)) => Document::parse(&body)
+            .ok()
+            .map(|doc| out.is_valid(wrapped(tool, &doc))),
+        (None, None) => None,
+    };
+    structured_or_text(tool, body, permit, output_valid)
 }
 
 /// Text plus `structuredContent` when the value fits the outputSchema;
-/// text alone otherwise.
-fn structured_or_text(tool: &ToolEntry, value: Value) -> CallToolResult {
-    if let Some(out) = tool.output() {
-        let wrapped = tool.wrap(value);
-        if out.is_valid(&wrapped) {
-            return CallToolResult::structured(wrapped);
+/// text alone otherwise. `output_valid` is `None` without an outputSchema.
+fn structured_or_text(
+    tool: &ToolEntry,
+    body: Bytes,
+    permit: BudgetPermit,
+    output_valid: Option<bool>,
+) -> CallToolResult {
+    match output_valid {
+        Some(true) => {
+            let (prefix, suffix) = match tool.def.output_wrap {
+                Some(catalog::OutputWrap::Result) => ("{\"result\":", "}"),
+                _ => ("", ""),
+            };
+            let data = Payload::wrapped_json(body, prefix, suffix, Some(permit)).register(2);
+            let mut r = CallToolResult::success(vec![ContentBlock::text(data.string())]);
+            r.structured_content = Some(data.value());
+            r
         }
-        tracing::debug!(tool = %tool.def.name, "result does not match outputSchema; sending text only");
-        return CallToolResult::success(vec![ContentBlock::text(unwrap_text(tool, wrapped))]);
-    }
-    CallToolResult::success(vec![ContentBlock::text(value.to_string())])
-}
-
-fn unwrap_text(tool: &ToolEntry, wrapped: Value) -> String {
-    match (tool.def.output_wrap, wrapped) {
-        (Some(catalog::OutputWrap::Result), Value::Object(mut m)) => {
-            m.remove("result").unwrap_or(Value::Null).to_string()
+        valid => {
+            if valid == Some(false) {
+                tracing::debug!(tool = %tool.def.name, "result does not match outputSchema; sending text only");
+            }
+            let data = Payload::json(body, Some(permit)).register(1);
+            CallToolResult::success(vec![ContentBlock::text(data.string())])
         }
-        (_, v) => v.to_string(),
     }
 }
 
 /// The error path.
 pub async fn error(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
-    let media = resp.media_type.as_deref().unwrap_or("");
-    let parsed: Option<Value> = serde_json::from_slice(&resp.body).ok();
-    let problem = if media == "application/problem+json" {
-        parsed.clone().filter(Value::is_object)
-    } else {
-        None
-    };
-    let body = match parsed {
-        Some(v) => v,
-        None if resp.body.is_empty() => Value::Null,
-        None => Value::String(excerpt(&resp.body, 2_000)),
-    };
-    let value = match &tool.error_jq {
-        Some(p) => {
-            let input = json!({"status": resp.status, "contentType": media, "problem": problem, "body": body});
-            match crate::transform::run("error", p, input).await {
-                Ok(v) => v,
-                Err(e) => return error_text(format!("upstream error: HTTP {} ({e})", resp.status)),
+    let UpstreamResponse {
+        status,
+        media_type,
+        body,
+        mut permit,
+        deadline,
+    } = resp;
+    let media = media_type.as_deref().unwrap_or("");
+    let Some(p) = &tool.error_jq else {
+        return match default_error(status, media, &body) {
+            ErrorText::Small(text) => error_text(text),
+            ErrorText::Json {
+                prefix,
+                json,
+                suffix,
+            } => {
+                let data = Payload::wrapped_json(json, &prefix, &suffix, Some(permit)).register(1);
+                CallToolResult::error(vec![ContentBlock::text(data.string())])
             }
+        };
+    };
+    // The transform's input is a tree, twice over for problem details
+    // (`problem` and `body`): budget it before building it.
+    let (is_json, problem) = match Document::parse(&body) {
+        Ok(doc) => {
+            let problem = media == "application/problem+json" && doc.root().as_object().is_some();
+            let copies = if problem { 2 } else { 1 };
+            let trees = TREES_PER_JQ_INPUT * copies * doc.tree_bytes() as u64;
+            if let Err(e) = permit.grow("the error transform", trees, deadline).await {
+                return error_text(format!("upstream error: HTTP {status} ({e})"));
+            }
+            (true, problem)
         }
-        None => default_error(resp.status, problem, body),
+        Err(_) => (false, false),
+    };
+    let parsed: Value = if is_json {
+        serde_json::from_slice(&body).unwrap_or(Value::Null)
+    } else if body.is_empty() {
+        Value::Null
+    } else {
+        Value::String(excerpt(&body, ERROR_EXCERPT_CHARS))
+    };
+    drop(body);
+    let problem = problem.then(|| parsed.clone());
+    let input = json!({"status": status, "contentType": media, "problem": problem, "body": parsed});
+    let value = match crate::transform::run("error", p, input).await {
+        Ok(v) => v,
+        Err(e) => return error_text(format!("upstream error: HTTP {status} ({e})")),
     };
     let text = match value {
         Value::String(s) => s,
         other => other.to_string(),
     };
-    error_text(text)
+    permit.shrink_to(text.len() as u64);
+    text_result(Bytes::from(text.into_bytes()), permit, true)
+}
+
+/// The error text without a transform.
+enum ErrorText {
+    Small(String),
+    /// `prefix`, then `json` (checked JSON text, part of the body), then
+    /// `suffix`: sent by reference, as the body may be large.
+    Json {
+        prefix: String,
+        json: Bytes,
+        suffix: String,
+    },
 }
 
 /// `{error: title, detail, status}` for problem details, else
-/// `{error: "upstream error: HTTP n", body}`.
-pub fn default_error(status: u16, problem: Option<Value>, body: Value) -> Value {
-    match problem {
-        Some(p) => {
-            let title = p
-                .get("title")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| format!("upstream error: HTTP {status}"));
-            let mut out = json!({"error": title});
-            if let Some(d) = p.get("detail").filter(|d| !d.is_null()) {
-                out["detail"] = d.clone();
+/// `{error: "upstream error: HTTP n", body}`; read from the body's text,
+/// which is passed on as it is rather than parsed.
+fn default_error(status: u16, media: &str, body: &Bytes) -> ErrorText {
+    let fallback = format!("upstream error: HTTP {status}");
+    let Ok(doc) = Document::parse(body) else {
+        let body = if body.is_empty() {
+            Value::Null
+        } else {
+            Value::String(excerpt(body, ERROR_EXCERPT_CHARS))
+        };
+        return ErrorText::Small(json!({"error": fallback, "body": body}).to_string());
+    };
+    // A slice of `body` holding `text` (a part of it).
+    let slice = |text: &[u8]| {
+        let start = text.as_ptr() as usize - body.as_ptr() as usize;
+        body.slice(start..start + text.len())
+    };
+    let problem = match doc.root().as_object() {
+        Some(p) if media == "application/problem+json" => p,
+        _ => {
+            return ErrorText::Json {
+                prefix: format!("{{\"error\":{},\"body\":", json!(fallback)),
+                json: slice(doc.text()),
+                suffix: "}".into(),
             }
-            out["status"] = p
-                .get("status")
-                .filter(|s| s.is_u64())
-                .cloned()
-                .unwrap_or(json!(status));
-            out
         }
-        None => json!({"error": format!("upstream error: HTTP {status}"), "body": body}),
+    };
+    let get = |k: &str| problem.get(&Box::from(k));
+    let title = get("title")
+        .and_then(|t| t.as_string().map(|s| s.into_owned()))
+        .unwrap_or(fallback);
+    let status = get("status")
+        .and_then(|s| s.as_number().and_then(|n| n.as_u64()))
+        .unwrap_or(u64::from(status));
+    let head = format!("{{\"error\":{}", json!(title));
+    let tail = format!(",\"status\":{status}}}");
+    match get("detail") {
+        Some(RawNode::Text(d)) if !matches!(d, b"null") => ErrorText::Json {
+            prefix: format!("{head},\"detail\":"),
+            json: slice(d),
+            suffix: tail,
+        },
+        _ => ErrorText::Small(format!("{head}{tail}")),
     }
 }
 
@@ -256,10 +412,6 @@ pub fn unexpected(resp: &UpstreamResponse) -> CallToolResult {
     } else {
         error_text(format!("unexpected HTTP {}: {ex}", resp.status))
     }
-}
-
-fn b64(bytes: &[u8]) -> String {
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 #[cfg(test)]
@@ -286,27 +438,47 @@ mod tests {
         );
     }
 
+    /// The default error text, assembled as the payload would send it.
+    fn default_error_value(status: u16, media: &str, body: &[u8]) -> Value {
+        let text = match default_error(status, media, &Bytes::copy_from_slice(body)) {
+            ErrorText::Small(t) => t,
+            ErrorText::Json {
+                prefix,
+                json,
+                suffix,
+            } => format!("{prefix}{}{suffix}", String::from_utf8_lossy(&json)),
+        };
+        serde_json::from_str(&text).unwrap()
+    }
+
     #[test]
     fn problem_details_become_title_detail_status() {
-        let v = default_error(
-            404,
-            Some(
-                json!({"type": "about:blank", "title": "Pet not found", "detail": "no pet 7", "status": 404}),
-            ),
-            Value::Null,
-        );
+        let body = br#"{"type": "about:blank", "title": "Pet not found", "detail": "no pet 7", "status": 404}"#;
         assert_eq!(
-            v,
+            default_error_value(404, "application/problem+json", body),
             json!({"error": "Pet not found", "detail": "no pet 7", "status": 404})
+        );
+        // No title, a null detail, a status that is not a number.
+        let body = br#"{"detail": null, "status": "bad"}"#;
+        assert_eq!(
+            default_error_value(503, "application/problem+json", body),
+            json!({"error": "upstream error: HTTP 503", "status": 503})
         );
     }
 
     #[test]
     fn other_errors_carry_the_body() {
-        let v = default_error(500, None, json!({"msg": "boom"}));
         assert_eq!(
-            v,
+            default_error_value(500, "application/json", br#" {"msg": "boom"} "#),
             json!({"error": "upstream error: HTTP 500", "body": {"msg": "boom"}})
+        );
+        assert_eq!(
+            default_error_value(500, "text/plain", b"it broke"),
+            json!({"error": "upstream error: HTTP 500", "body": "it broke"})
+        );
+        assert_eq!(
+            default_error_value(502, "", b""),
+            json!({"error": "upstream error: HTTP 502", "body": null})
         );
     }
 }

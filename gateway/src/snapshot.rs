@@ -33,6 +33,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::{AuthConfig, GatewayConfig, Resolve, SecretRef, UpstreamConfig};
+use crate::rawjson::RawJson;
 use crate::schema_text::{SchemaPool, SchemaText};
 use crate::upstream::UpstreamRuntime;
 use crate::validate;
@@ -49,8 +50,9 @@ pub struct ToolEntry {
     /// Success response checks by status key (`200`, `2XX`, `default`).
     responses: Vec<(String, ResponseSource)>,
     input: OnceLock<Result<Validator, String>>,
-    output: OnceLock<Option<Result<Validator, String>>>,
-    response_validators: OnceLock<Vec<Option<Result<Validator, String>>>>,
+    /// Output and response validators read response text in place.
+    output: OnceLock<Option<Compiled>>,
+    response_validators: OnceLock<Vec<Option<Compiled>>>,
     mcp: OnceLock<rmcp::model::Tool>,
     pub request_jq: Option<JqProgram>,
     pub response_jq: Option<JqProgram>,
@@ -58,6 +60,9 @@ pub struct ToolEntry {
     /// sha256 of the tool's catalog JSON: decides "modified" on reload.
     pub fingerprint: String,
 }
+
+/// A response validator, or why its schema does not compile.
+type Compiled = Result<Validator<RawJson>, String>;
 
 enum ResponseSource {
     /// Its own schema.
@@ -69,13 +74,17 @@ enum ResponseSource {
 
 /// How a success response body is validated.
 pub enum ResponseCheck<'a> {
-    Schema(&'a Validator),
+    Schema(&'a Validator<RawJson>),
     /// Validate `wrap(body)` with this (the output) validator.
-    Output(&'a Validator),
+    Output(&'a Validator<RawJson>),
 }
 
 fn compile_text(text: &SchemaText) -> Result<Validator, String> {
     validate::compile(&text.value()?)
+}
+
+fn compile_raw_text(text: &SchemaText) -> Result<Validator<RawJson>, String> {
+    validate::compile_raw(&text.value()?)
 }
 
 impl ToolEntry {
@@ -90,9 +99,9 @@ impl ToolEntry {
     }
 
     /// The outputSchema validator, if the tool has an output schema.
-    pub fn output(&self) -> Option<&Validator> {
+    pub fn output(&self) -> Option<&Validator<RawJson>> {
         self.output
-            .get_or_init(|| self.output_json.as_ref().map(compile_text))
+            .get_or_init(|| self.output_json.as_ref().map(compile_raw_text))
             .as_ref()
             .and_then(|r| r.as_ref().ok())
     }
@@ -123,7 +132,7 @@ impl ToolEntry {
                     self.responses
                         .iter()
                         .map(|(_, src)| match src {
-                            ResponseSource::Schema(text) => Some(compile_text(text)),
+                            ResponseSource::Schema(text) => Some(compile_raw_text(text)),
                             ResponseSource::Output => None,
                         })
                         .collect()
@@ -501,7 +510,7 @@ fn build_tool(
     let output_json = match &t.output_schema {
         Some(s) => {
             object(s, "outputSchema")?;
-            validate::compile(&s.to_value()).map_err(e("outputSchema"))?;
+            validate::compile_raw(&s.to_value()).map_err(e("outputSchema"))?;
             Some(pool.intern(s.as_str().to_string()))
         }
         None => None,
@@ -510,7 +519,7 @@ fn build_tool(
     for r in &t.responses {
         let source = match &r.schema {
             Some(s) => {
-                validate::compile(&s.to_value())
+                validate::compile_raw(&s.to_value())
                     .map_err(e(&format!("responses[{}].schema", r.status)))?;
                 ResponseSource::Schema(pool.intern(s.as_str().to_string()))
             }

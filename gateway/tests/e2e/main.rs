@@ -24,6 +24,8 @@ mod intake;
 mod kube;
 /// tools/list: schemas, constraints, pagination, protocol versions.
 mod list;
+/// Peak memory of large responses, on the real binary.
+mod memory;
 
 mod product;
 /// Hot reload: list_changed, reload under load, the real binary.

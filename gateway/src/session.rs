@@ -234,8 +234,9 @@ fn intake_slot() -> Option<OwnedSemaphorePermit> {
 /// Default of [`SessionLimit`]: sessions one replica holds at once. A
 /// session costs about 60 KiB while open (rmcp's worker, its channels and
 /// caches: 4,000 sessions measured +238 MiB RSS), so this keeps sessions
-/// under half the 512 MiB memory limit of the shipped manifests.
-pub const DEFAULT_MAX_SESSIONS: usize = 4_000;
+/// under a quarter of the 512 MiB memory limit of the shipped manifests
+/// (the response budget takes about half: `upstream::ResponseBudget`).
+pub const DEFAULT_MAX_SESSIONS: usize = 2_000;
 /// Default idle expiry of a session (rmcp's own default, made explicit).
 pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 

@@ -21,7 +21,7 @@
 //! is unknown, trimmed to the actual size once read) before reading it, and
 //! releases it when the response has been sent. Peak memory is then about
 //! the idle gateway plus the budget: with the chart's 512 MiB limit the
-//! default budget is 256 MiB (half the cgroup limit), room for 25
+//! default budget is 205 MiB (40% of the cgroup limit), room for 20
 //! maximum-size (10 MiB) responses at once. A call that cannot get its
 //! share within its timeout fails with a tool error naming the budget.
 
@@ -387,15 +387,17 @@ const UNIT: u64 = 1024;
 
 /// Response bytes the gateway holds at once, over all calls and upstreams:
 /// `toolgate serve --max-response-memory-bytes`
-/// (`TOOLGATE_MAX_RESPONSE_MEMORY_BYTES`); by default half the container's
+/// (`TOOLGATE_MAX_RESPONSE_MEMORY_BYTES`); by default 40% of the container's
 /// memory limit (cgroup v2 `memory.max` or v1 `memory.limit_in_bytes`),
 /// else [`DEFAULT_RESPONSE_MEMORY_BYTES`].
 ///
 /// Sizing: a call's peak is about 1.2x its body (measured; see the module
 /// docs) and a jq transform's about twice the estimated tree of its input
 /// ([`crate::rawjson::Document::tree_bytes`]), which is what it is charged.
-/// So `limit ≈ idle RSS + budget x 1.2`; half the limit leaves the other
-/// half for the idle gateway (tens of MiB), sessions and allocator slack.
+/// So the budget takes `0.4 x 1.2 ≈ 48%` of the limit; the rest is for
+/// the idle gateway with its catalog (57 MiB with the whole public corpus),
+/// sessions (at most [`crate::session::DEFAULT_MAX_SESSIONS`] of ~60 KiB:
+/// 23% of 512 MiB), jq runs and allocator slack.
 #[derive(Clone, Debug)]
 pub struct ResponseBudget {
     sem: Arc<Semaphore>,
@@ -529,7 +531,7 @@ impl BudgetPermit {
 /// The default budget and where it came from (for the start-up log).
 pub fn default_response_memory_bytes() -> (u64, &'static str) {
     match cgroup_memory_limit() {
-        Some(limit) => (limit / 2, "half the cgroup memory limit"),
+        Some(limit) => (limit / 5 * 2, "40% of the cgroup memory limit"),
         None => (DEFAULT_RESPONSE_MEMORY_BYTES, "default"),
     }
 }

@@ -16,8 +16,10 @@ use crate::context::lock;
 use crate::upstream::Failure;
 
 /// Default for `--max-spec-bytes`: the largest OpenAPI document fetched
-/// from a URL.
-pub const DEFAULT_MAX_SPEC_BYTES: usize = 64 << 20;
+/// from a URL. The largest public descriptions (GitHub's, about 11 MB)
+/// fit; a parsed document takes several times its size in memory, and two
+/// compile at once within the operator's memory limit.
+pub const DEFAULT_MAX_SPEC_BYTES: usize = 16 << 20;
 /// Default for `--spec-fetch-timeout`: the whole GET, body included.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Redirects followed within one origin (other origins are never followed).

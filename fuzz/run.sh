@@ -65,6 +65,9 @@ if ! cargo fuzz --version 2>/dev/null | grep -q "$CARGO_FUZZ_VERSION"; then
   echo "cargo-fuzz installed in $(($(date +%s) - start)) s"
 fi
 
+# The main workspace's `cargo fmt --all` does not reach this one.
+cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
+
 start=$(date +%s)
 cargo fuzz build "${FUZZ_FLAGS[@]}"
 echo "fuzz build: $(($(date +%s) - start)) s"

@@ -11,6 +11,7 @@
 //! Each input gets a fresh runtime and router (the compiled catalog is
 //! shared), so sessions and tasks never carry over between inputs; the
 //! upstream is a closed loopback port, so tool calls fail fast at connect.
+//! `FUZZ_DEBUG=1` prints each response's status and start.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
@@ -157,11 +158,16 @@ fuzz_target!(|data: &[u8]| {
             let resp = app.oneshot(req).await.expect("the router is infallible");
             let status = resp.status();
             let body = axum::body::to_bytes(resp.into_body(), MAX_RESPONSE_BYTES).await;
+            let text = || {
+                body.as_ref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default()
+            };
+            // The upstream is down, the catalog is fine: whatever the client
+            // sends, it is a 4xx or a JSON-RPC error, never the server failing.
+            assert!(!status.is_server_error(), "{status}: {:.2000}", text());
             if std::env::var_os("FUZZ_DEBUG").is_some() {
-                let text = body
-                    .as_ref()
-                    .map(|b| String::from_utf8_lossy(b).into_owned());
-                eprintln!("{status} {:.300}", text.unwrap_or_default());
+                eprintln!("{status} {:.300}", text());
             }
             body
         })

@@ -6,7 +6,8 @@
 #   fuzz/run.sh                       every target, FUZZ_SECONDS each
 #   fuzz/run.sh jq overlay            just these
 #   FUZZ_SECONDS=300 fuzz/run.sh      longer
-#   fuzz/run.sh --regressions         replay fuzz/regressions/<target>/* once
+#   fuzz/run.sh --regressions         only replay fuzz/regressions/<target>/*
+#                                     (every run replays them first)
 #
 # Works on a stable toolchain: `--sanitizer none` is the only cargo-fuzz
 # mode that passes no -Z flag (AddressSanitizer needs -Zsanitizer, so a
@@ -73,16 +74,19 @@ cargo fuzz build "${FUZZ_FLAGS[@]}"
 echo "fuzz build: $(($(date +%s) - start)) s"
 bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release
 
-if $regressions; then
-  status=0
-  for t in "${targets[@]}"; do
-    files=(fuzz/regressions/"$t"/*)
-    [ -e "${files[0]}" ] || continue
-    echo "== regressions: $t (${#files[@]} inputs)"
-    "$bin_dir/$t" -rss_limit_mb="$RSS_MB" -timeout="$INPUT_TIMEOUT" "${files[@]}" || status=1
-  done
-  exit $status
+# What fuzzing found once is replayed every time, before new inputs.
+status=0
+for t in "${targets[@]}"; do
+  files=(fuzz/regressions/"$t"/*)
+  [ -e "${files[0]}" ] || continue
+  echo "== regressions: $t (${#files[@]} inputs)"
+  "$bin_dir/$t" -rss_limit_mb="$RSS_MB" -timeout="$INPUT_TIMEOUT" "${files[@]}" || status=1
+done
+if [ $status -ne 0 ]; then
+  echo "a fuzz regression input fails again (fuzz/regressions/)" >&2
+  exit 1
 fi
+$regressions && exit 0
 
 start=$(date +%s)
 python3 fuzz/seed.py "$SPECS" fuzz/corpus

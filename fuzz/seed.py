@@ -301,11 +301,8 @@ def main():
     # P\0A\0B\0S. Depth and size bombs a few bytes long.
     def amp(n, *parts):
         return b"\xfe" + n.to_bytes(2, "big") + b"\0".join(p.encode() for p in parts)
-    # NB: no deep YAML flow nesting here: that is an open finding
-    # (fuzz/regressions/spec_load/), and a seed that trips it would fail
-    # every run; the fuzzer is left to find it again by mutation.
     bombs = [
-        amp(60000, '{"a":', "}"), amp(65535, "a", ""), amp(60000, '{"a": [', "]}"),
+        amp(60000, "[", "]"), amp(60000, '{"a":', "}"), amp(65535, "a", ""), amp(60000, '{"a": [', "]}"),
         amp(3000, '{"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {"/a": {"get": '
             '{"responses": {"200": {"description": "d", "content": {"application/json": {"schema": ',
             '{"type": "array", "items": ', "}", "}}}}}}}"),

@@ -160,6 +160,7 @@ fn programs() -> &'static [JqProgram] {
 const LIMITS: JqLimits = JqLimits {
     timeout: Duration::from_millis(250),
     max_output_bytes: 1 << 20,
+    max_alloc_bytes: 16 << 20,
 };
 
 fuzz_target!(|data: &[u8]| {

@@ -184,3 +184,116 @@ fn tempdir() -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// Runs `toolgate` to completion; its output and peak RSS in bytes (from
+/// `wait4`, so other tests' children do not count).
+// NB: the child is reaped with libc::wait4 (for its rusage), which clippy
+// cannot see.
+#[allow(clippy::zombie_processes)]
+fn toolgate_peak(args: &[&str]) -> (Output, usize) {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .current_dir(workspace())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run toolgate");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t = std::thread::spawn(move || {
+        let _ = so.read_to_end(&mut out);
+        out
+    });
+    let _ = se.read_to_end(&mut err);
+    let stdout = t.join().unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid; wait4 fills it for our child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `child` is ours and not yet waited for.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let output = Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
+        stdout,
+        stderr: err,
+    };
+    (output, usage.ru_maxrss as usize * 1024)
+}
+
+/// Hostile documents through the real CLI, with its peak memory: 40
+/// overlay actions copying a node into itself (2.8 KB; it took 3.5 GB
+/// before the overlay growth limit) and one 5,000-property schema under
+/// 800 operations (400 KB; 1.4 GB before the catalog's schema limit) both
+/// fail naming the limit, within a fixed bound.
+#[test]
+fn hostile_documents_fail_at_their_limits_within_bounded_memory() {
+    let dir = tempdir();
+    let spec = dir.join("spec.json");
+    std::fs::write(
+        &spec,
+        r#"{"openapi":"3.0.3","info":{"title":"t","version":"1","x-a":["0123456789abcdef","0123456789abcdef","0123456789abcdef","0123456789abcdef"]},"paths":{}}"#,
+    )
+    .unwrap();
+    let actions: String = (0..40)
+        .map(|_| "  - target: \"$.info['x-a']\"\n    copy: \"$.info['x-a']\"\n")
+        .collect();
+    let overlay = dir.join("overlay.yaml");
+    std::fs::write(
+        &overlay,
+        format!("overlay: 1.1.0\ninfo: {{title: grow, version: '1'}}\nactions:\n{actions}"),
+    )
+    .unwrap();
+    let out = dir.join("c.json");
+    let (r, copy_peak) = toolgate_peak(&[
+        "compile",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--prefix",
+        "t",
+        "--overlay",
+        overlay.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    let e = text(&r.stderr);
+    assert!(e.contains("over the limit"), "{e}");
+
+    let props: Vec<String> = (0..5000)
+        .map(|i| format!(r#""p{i:04}":{{"type":"string","maxLength":64}}"#))
+        .collect();
+    let big = r##"{"$ref":"#/components/schemas/Big"}"##;
+    let paths: Vec<String> = (0..800)
+        .map(|i| format!(r#""/r{i}":{{"post":{{"requestBody":{{"content":{{"application/json":{{"schema":{big}}}}}}},"responses":{{"200":{{"description":"ok","content":{{"application/json":{{"schema":{big}}}}}}}}}}}}}"#))
+        .collect();
+    std::fs::write(
+        &spec,
+        format!(
+            r#"{{"openapi":"3.1.0","info":{{"title":"t","version":"1"}},"paths":{{{}}},"components":{{"schemas":{{"Big":{{"type":"object","properties":{{{}}}}}}}}}}}"#,
+            paths.join(","),
+            props.join(",")
+        ),
+    )
+    .unwrap();
+    let (r, schema_peak) = toolgate_peak(&[
+        "compile",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--prefix",
+        "t",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!r.status.success());
+    let e = text(&r.stderr);
+    assert!(e.contains("67108864"), "{e}");
+    println!(
+        "toolgate compile peak RSS: 40 self-copies {:.1} MiB, big schema x 800 {:.1} MiB",
+        copy_peak as f64 / 1048576.0,
+        schema_peak as f64 / 1048576.0
+    );
+    assert!(copy_peak < 128 << 20, "{copy_peak}");
+    assert!(schema_peak < 384 << 20, "{schema_peak}");
+}

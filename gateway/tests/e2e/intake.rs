@@ -23,7 +23,7 @@ fn addr_of(url: &str) -> String {
 /// Sends a chunked POST whose body never ends (up to `max` bytes) and
 /// returns the response's status line and how much of the body had been
 /// written when it arrived.
-async fn endless_post(url: &str, host: &str, max: usize) -> (String, usize) {
+pub(crate) async fn endless_post(url: &str, host: &str, max: usize) -> (String, usize) {
     let stream = tokio::net::TcpStream::connect(addr_of(url)).await.unwrap();
     let (mut rd, mut wr) = stream.into_split();
     let head = format!(

@@ -461,3 +461,57 @@ async fn a_response_transform_is_charged_for_its_trees_and_refused_beyond_the_bu
         mib(grew)
     );
 }
+
+/// Hostile requests, measured on the real binary: a 1 GiB body refused for
+/// its Host or its size, and a flood of `initialize` past the session cap,
+/// leave the gateway's peak memory where it was (the issue measured 2.1 GB
+/// for the first and 1.56 GB for 25k sessions). Bounds: the 4 MiB body
+/// limit, and the capped sessions at ~60 KiB each, plus slack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_bodies_and_session_floods_leave_the_peak_memory_flat() {
+    const CAP: usize = 100;
+    let s = setup("mem-hostile", "", &[("TOOLGATE_MAX_SESSIONS", "100")]).await;
+    let http = reqwest::Client::new();
+    let pid = s.served.child.id();
+    let base = warm_up(&http, &s).await;
+
+    let (status, _) = crate::intake::endless_post(&s.served.url, "evil.example", 1 << 30).await;
+    assert!(status.contains(" 403 "), "{status}");
+    let (status, _) = crate::intake::endless_post(&s.served.url, "localhost", 1 << 30).await;
+    assert!(status.contains(" 413 "), "{status}");
+    let bodies = status_bytes(pid, "VmHWM:").saturating_sub(base);
+
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "flood", "version": "1"}}});
+    let mut refused = 0;
+    for _ in 0..CAP * 10 {
+        let r = http
+            .post(format!("{}/mcp", s.served.url))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(init.to_string())
+            .send()
+            .await
+            .expect("answered");
+        refused += usize::from(r.status() == 503);
+    }
+    assert_eq!(refused, CAP * 9, "every initialize past the cap is refused");
+    let sessions = status_bytes(pid, "VmHWM:").saturating_sub(base);
+    println!(
+        "\nhostile requests: 1 GiB bodies (403, 413) peak +{:.1} MiB; {} initialize calls (cap {CAP}) peak +{:.1} MiB",
+        mib(bodies),
+        CAP * 10,
+        mib(sessions)
+    );
+    assert!(
+        bodies < 16 << 20,
+        "1 GiB bodies grew the gateway by {:.1} MiB",
+        mib(bodies)
+    );
+    assert!(
+        sessions < (16 << 20) + CAP * (120 << 10),
+        "{CAP} sessions grew the gateway by {:.1} MiB",
+        mib(sessions)
+    );
+}

@@ -74,6 +74,9 @@ pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {
     match *req.method() {
         Method::POST => {}
         Method::DELETE => {
+            // NB: rmcp answers a session DELETE with 202; the official
+            // SDKs treat anything but 200 as a failed termination and log
+            // it on every exit (issue 10, defect 4).
             let mut resp = call(ep, Intake::new(None, None), req).await;
             if resp.status() == StatusCode::ACCEPTED {
                 *resp.status_mut() = StatusCode::OK;

@@ -171,6 +171,19 @@ pub struct McpUpstreamSpec {
     pub http: Option<HttpSpec>,
 }
 
+impl McpUpstream {
+    /// `namespace/name`: how the operator keys an upstream, and the
+    /// `source` of its published catalog.
+    pub fn key(&self) -> String {
+        use kube::ResourceExt;
+        format!(
+            "{}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        )
+    }
+}
+
 impl McpUpstreamSpec {
     /// The compiler settings of this spec, with compiler defaults for absent
     /// blocks.

@@ -3,16 +3,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crds::{McpOverlay, McpUpstream};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 
+use crate::compile::Compiler;
+use crate::metrics::Metrics;
 use crate::publish::Publisher;
-use crate::sources::UrlCache;
+use crate::served::Gateways;
+
+use crate::sources::Sources;
 
 /// Operator settings (see `toolgate-operator run --help`).
 #[derive(Debug, Clone)]
@@ -52,36 +55,6 @@ impl Default for Options {
     }
 }
 
-/// A compile result kept per upstream, keyed by the hash of every input.
-///
-/// Only a summary is kept, not the catalog: catalogs of large APIs take tens
-/// of megabytes in memory, and the published copy is the durable one. The
-/// rare reconcile that must publish from a cached result (a promoted prefix,
-/// a changed Secret) compiles again.
-#[derive(Clone)]
-pub struct Compiled {
-    pub input_hash: String,
-    pub result: Result<Arc<Summary>, crate::upstream::Failure>,
-}
-
-/// What status needs to know about a compiled catalog.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    pub catalog_hash: String,
-    pub prefix: String,
-    pub tools: usize,
-    pub operations: usize,
-    pub rejected: usize,
-    pub warnings: usize,
-    /// `status` fields as `McpUpstreamStatus::record_catalog` fills them.
-    pub recorded: crds::McpUpstreamStatus,
-    /// `(overlay namespace/name, action index)` of targets that matched nothing.
-    pub unmatched: Vec<(String, u32)>,
-    /// Gzipped size, once encoded: a catalog over the cap is not compiled
-    /// again just to find out again.
-    pub encoded_size: OnceLock<usize>,
-}
-
 /// What the upstream controller learnt about one overlay on one upstream;
 /// the overlay controller turns these into the overlay's status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,60 +75,20 @@ pub enum Applied {
     NotTried(String),
 }
 
-/// Counters served at `/metrics`.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub reconciles: AtomicU64,
-    pub reconcile_errors: AtomicU64,
-    pub compiles: AtomicU64,
-    pub publishes: AtomicU64,
-    pub status_writes: AtomicU64,
-    leader: AtomicBool,
-    /// Documents kept for conditional GETs: entries and body bytes.
-    document_cache: (AtomicU64, AtomicU64),
-}
-
-impl Metrics {
-    pub fn set_leader(&self, v: bool) {
-        self.leader.store(v, Ordering::Relaxed);
-    }
-    pub fn leader(&self) -> bool {
-        self.leader.load(Ordering::Relaxed)
-    }
-    pub fn set_document_cache(&self, entries: usize, bytes: usize) {
-        self.document_cache
-            .0
-            .store(entries as u64, Ordering::Relaxed);
-        self.document_cache.1.store(bytes as u64, Ordering::Relaxed);
-    }
-    pub fn document_cache(&self) -> (u64, u64) {
-        (
-            self.document_cache.0.load(Ordering::Relaxed),
-            self.document_cache.1.load(Ordering::Relaxed),
-        )
-    }
-    pub fn inc(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 pub struct Context {
     pub client: kube::Client,
     pub options: Options,
     pub metrics: Arc<Metrics>,
     pub recorder: Recorder,
     pub publisher: Publisher,
-    pub http: reqwest::Client,
-    pub url_cache: UrlCache,
-    pub compile_slots: Semaphore,
-    /// Keyed by `namespace/name`.
-    pub compiled: Mutex<HashMap<String, Compiled>>,
+    pub sources: Sources,
+    pub compiler: Compiler,
     /// `overlay namespace/name` → upstream name → outcome.
     pub overlay_outcomes: Mutex<HashMap<String, BTreeMap<String, OverlayOutcome>>>,
     /// Set once the controllers are built (after the context).
     pub upstreams: OnceLock<Store<McpUpstream>>,
     /// Turns true once `upstreams` holds its first complete list (wait on
-    /// this, never on `Store::wait_until_ready`: see `upstream::run`).
+    /// this, never on `Store::wait_until_ready`: see `upstream::controller::run`).
     pub upstreams_listed: OnceLock<tokio::sync::watch::Receiver<bool>>,
     pub overlays: OnceLock<Store<McpOverlay>>,
     /// Asks the overlay controller to refresh an overlay's status.
@@ -165,7 +98,7 @@ pub struct Context {
     pub upstream_trigger: mpsc::UnboundedSender<ObjectRef<McpUpstream>>,
     pub upstream_trigger_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<McpUpstream>>>>,
     /// What the gateway replicas serve.
-    pub gateways: crate::served::Gateways,
+    pub gateways: Gateways,
 }
 
 impl Context {
@@ -173,7 +106,7 @@ impl Context {
         client: kube::Client,
         options: Options,
         metrics: Arc<Metrics>,
-        gateways: crate::served::Gateways,
+        gateways: Gateways,
     ) -> Arc<Self> {
         let reporter = Reporter {
             controller: "toolgate-operator".into(),
@@ -184,14 +117,13 @@ impl Context {
         Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
             publisher: Publisher::new(client.clone(), &options.publish_namespace),
-            http: reqwest::Client::builder()
-                .user_agent(concat!("toolgate-operator/", env!("CARGO_PKG_VERSION")))
-                .redirect(crate::sources::redirect_policy())
-                .build()
-                .unwrap_or_default(),
-            url_cache: UrlCache::default(),
-            compile_slots: Semaphore::new(options.compile_concurrency.max(1)),
-            compiled: Mutex::default(),
+            sources: Sources::new(
+                client.clone(),
+                options.max_spec_bytes,
+                options.spec_fetch_timeout,
+                metrics.clone(),
+            ),
+            compiler: Compiler::new(options.compile_concurrency, metrics.clone()),
             overlay_outcomes: Mutex::default(),
             upstreams: OnceLock::new(),
             upstreams_listed: OnceLock::new(),
@@ -206,10 +138,4 @@ impl Context {
             client,
         })
     }
-}
-
-/// Locks a mutex, carrying on with the data if a panicking reconcile
-/// poisoned it: every map here is a cache that stays consistent per entry.
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -12,7 +12,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Metrics;
+use crate::metrics::Metrics;
 
 /// Serves in the background; returns the bound address.
 pub async fn serve(
@@ -44,11 +44,6 @@ async fn render(State(m): State<Arc<Metrics>>) -> String {
             &m.reconciles,
         ),
         (
-            "toolgate_operator_reconcile_errors_total",
-            "Reconciles that failed and were retried.",
-            &m.reconcile_errors,
-        ),
-        (
             "toolgate_operator_compiles_total",
             "Catalog compiles (cache misses).",
             &m.compiles,
@@ -69,6 +64,14 @@ async fn render(State(m): State<Arc<Metrics>>) -> String {
         out.push_str(&format!(
             "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}\n",
             c.load(Ordering::Relaxed)
+        ));
+    }
+    out.push_str(
+        "# HELP toolgate_operator_reconcile_errors_total Reconciles that failed and were retried, by kind.\n# TYPE toolgate_operator_reconcile_errors_total counter\n",
+    );
+    for (kind, n) in m.reconcile_errors() {
+        out.push_str(&format!(
+            "toolgate_operator_reconcile_errors_total{{kind=\"{kind}\"}} {n}\n"
         ));
     }
     let (entries, bytes) = m.document_cache();

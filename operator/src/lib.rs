@@ -6,9 +6,11 @@
 //! - [`sources`]: read what an upstream refers to — its OpenAPI document
 //!   (inline, ConfigMap or URL with ETag), its overlays, its Secrets and
 //!   Service — into plain bytes, or a failure naming the field.
-//! - [`upstream`]: the McpUpstream controller. Compiles (the `catalog` crate,
-//!   cached by input hash so an unrelated change recompiles nothing),
-//!   decides prefix ownership cluster-wide, publishes, writes status.
+//! - [`compile`]: the `catalog` crate behind a cache keyed by a hash of
+//!   every input, so an unrelated change recompiles nothing.
+//! - [`settings`]: McpUpstream → the gateway's settings and credentials.
+//! - [`upstream`]: the McpUpstream controller. Decides prefix ownership
+//!   cluster-wide, publishes, writes status.
 //! - [`publish`]: the catalog ConfigMaps (index + content-addressed gzip
 //!   chunks) and the credentials Secret in the operator's namespace.
 //! - [`overlay`]: the McpOverlay controller, reporting what the upstream
@@ -17,15 +19,25 @@
 //!   controllers, so two replicas never both write.
 //! - [`status`]: conditions with stable transition times, so an unchanged
 //!   outcome never writes.
+//!
+//! [`Failure`] (the resource's fault, a condition) and [`Error`] (a retried
+//! reconcile) are shared by all; [`context`], [`metrics`] and [`sync`] hold
+//! what the controllers share. No module imports one that imports it back
+//! (`tests/modules.rs` checks).
 
+pub mod compile;
 pub mod context;
+pub mod error;
 pub mod http;
 pub mod leader;
+pub mod metrics;
 pub mod overlay;
 pub mod publish;
 pub mod served;
+pub mod settings;
 pub mod sources;
 pub mod status;
+pub mod sync;
 pub mod upstream;
 
 use std::sync::Arc;
@@ -35,6 +47,7 @@ use anyhow::Context as _;
 use tokio_util::sync::CancellationToken;
 
 pub use context::{Context, Options};
+pub use error::{Error, Failure};
 
 /// Installs rustls' ring provider once: the operator's kube client and its
 /// URL fetcher share one TLS stack.
@@ -65,7 +78,7 @@ pub async fn run_on(
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let metrics = Arc::new(context::Metrics::default());
+    let metrics = Arc::new(metrics::Metrics::default());
     let health = http::serve(listener, metrics.clone(), shutdown.clone())
         .await
         .context("health server")?;
@@ -119,7 +132,7 @@ pub async fn run_on(
 async fn controllers(
     client: kube::Client,
     options: Options,
-    metrics: Arc<context::Metrics>,
+    metrics: Arc<metrics::Metrics>,
     stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let gateways =

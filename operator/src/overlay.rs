@@ -14,9 +14,11 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use crate::context::{lock, Applied, Context, Metrics};
+use crate::context::{Applied, Context};
+use crate::error::Error;
+use crate::metrics::Metrics;
 use crate::status::{self, Cond};
-use crate::upstream::Error;
+use crate::sync::lock;
 
 pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = o.namespace().unwrap_or_default();
@@ -24,7 +26,7 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
     let okey = format!("{ns}/{name}");
     tracing::debug!(overlay = %okey, "reconciling overlay");
 
-    let own = match crate::sources::overlay(&ctx, &ns, &o).await {
+    let own = match ctx.sources.overlay(&ns, &o).await {
         Ok(src) => catalog::Overlay::parse(&okey, &src.bytes, src.strict)
             .map(drop)
             .map_err(|e| {
@@ -144,7 +146,7 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
 }
 
 pub fn error_policy(o: Arc<McpOverlay>, e: &Error, ctx: Arc<Context>) -> Action {
-    Metrics::inc(&ctx.metrics.reconcile_errors);
-    tracing::warn!(overlay = %o.name_any(), error = %e, "overlay reconcile failed; retrying");
+    ctx.metrics.reconcile_failed(e);
+    tracing::warn!(overlay = %o.name_any(), error = %e, kind = e.metric_label(), "overlay reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }

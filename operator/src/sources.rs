@@ -3,7 +3,7 @@
 //! what to fix.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crds::conditions::reasons;
@@ -12,8 +12,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::Api;
 use kube::ResourceExt;
 
-use crate::context::lock;
-use crate::upstream::Failure;
+use crate::error::Failure;
+use crate::metrics::Metrics;
+use crate::sync::lock;
 
 /// Default for `--max-spec-bytes`: the largest OpenAPI document fetched
 /// from a URL. The largest public descriptions (GitHub's, about 11 MB)
@@ -47,6 +48,19 @@ pub fn redirect_policy() -> reqwest::redirect::Policy {
     })
 }
 
+/// Reads upstreams' documents and overlays: the cluster, plus URLs with
+/// conditional GETs.
+pub struct Sources {
+    client: kube::Client,
+    http: reqwest::Client,
+    cache: UrlCache,
+    /// `--max-spec-bytes`.
+    max_spec_bytes: usize,
+    /// `--spec-fetch-timeout`.
+    fetch_timeout: Duration,
+    metrics: Arc<Metrics>,
+}
+
 /// The resolved OpenAPI document.
 pub struct SpecBytes {
     /// For errors and `status`: `spec.openapi.inline`, `ConfigMap ns/name key`, the URL.
@@ -69,9 +83,9 @@ pub struct OverlaySource {
 /// each other's body, and an entry must go when its upstream does (or
 /// stops reading that URL), or deleted upstreams' documents pile up.
 #[derive(Default)]
-pub struct UrlCache(Mutex<HashMap<String, Cached>>);
+struct UrlCache(Mutex<HashMap<String, Cached>>);
 
-pub struct Cached {
+struct Cached {
     url: String,
     /// sha256 of the request headers sent (credentials included).
     headers: [u8; 32],
@@ -87,7 +101,7 @@ impl UrlCache {
             .map(|c| (c.etag.clone(), c.body.clone()))
     }
 
-    fn put(&self, upstream: &str, entry: Option<Cached>, metrics: &crate::context::Metrics) {
+    fn put(&self, upstream: &str, entry: Option<Cached>, metrics: &Metrics) {
         let mut map = lock(&self.0);
         match entry {
             Some(e) => map.insert(upstream.to_string(), e),
@@ -96,14 +110,11 @@ impl UrlCache {
         metrics.set_document_cache(map.len(), map.values().map(|c| c.body.len()).sum());
     }
 
-    /// Forgets what was fetched for `upstream` (deleted, or no longer
-    /// reading a URL).
-    pub fn forget(&self, upstream: &str, metrics: &crate::context::Metrics) {
+    fn forget(&self, upstream: &str, metrics: &Metrics) {
         self.put(upstream, None, metrics);
     }
 
-    /// Forgets every upstream `keep` says no longer exists.
-    pub fn retain(&self, keep: impl Fn(&str) -> bool, metrics: &crate::context::Metrics) {
+    fn retain(&self, keep: impl Fn(&str) -> bool, metrics: &Metrics) {
         let mut map = lock(&self.0);
         map.retain(|k, _| keep(k));
         metrics.set_document_cache(map.len(), map.values().map(|c| c.body.len()).sum());
@@ -135,155 +146,227 @@ pub async fn config_map_key(
         .map(|b| b.0.clone()))
 }
 
-pub async fn spec(ctx: &crate::Context, u: &McpUpstream) -> Result<SpecBytes, Failure> {
-    let ns = u.namespace().unwrap_or_default();
-    let src = &u.spec.openapi;
-    let key = format!("{ns}/{}", u.name_any());
-    if src.url.is_none() {
-        ctx.url_cache.forget(&key, &ctx.metrics);
+impl Sources {
+    pub fn new(
+        client: kube::Client,
+        max_spec_bytes: usize,
+        fetch_timeout: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Sources {
+            client,
+            http: reqwest::Client::builder()
+                .user_agent(concat!("toolgate-operator/", env!("CARGO_PKG_VERSION")))
+                .redirect(redirect_policy())
+                .build()
+                .unwrap_or_default(),
+            cache: UrlCache::default(),
+            max_spec_bytes,
+            fetch_timeout,
+            metrics,
+        }
     }
-    if let Some(text) = &src.inline {
-        return Ok(SpecBytes {
-            document: format!("McpUpstream {ns}/{} spec.openapi.inline", u.name_any()),
-            bytes: text.clone().into_bytes(),
-        });
+
+    /// Forgets what was fetched for `upstream` (deleted, or no longer
+    /// reading a URL).
+    pub fn forget(&self, upstream: &str) {
+        self.cache.forget(upstream, &self.metrics);
     }
-    if let Some(r) = &src.config_map_ref {
-        let document = format!("ConfigMap {ns}/{} key {}", r.name, r.key);
-        return match config_map_key(&ctx.client, &ns, &r.name, &r.key).await {
-            Ok(Some(bytes)) => Ok(SpecBytes { document, bytes }),
-            Ok(None) => Err(not_found(format!(
+
+    /// Forgets every upstream `keep` says no longer exists.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.cache.retain(keep, &self.metrics);
+    }
+
+    pub async fn spec(&self, u: &McpUpstream) -> Result<SpecBytes, Failure> {
+        let ns = u.namespace().unwrap_or_default();
+        let src = &u.spec.openapi;
+        let key = format!("{ns}/{}", u.name_any());
+        if src.url.is_none() {
+            self.forget(&key);
+        }
+        if let Some(text) = &src.inline {
+            return Ok(SpecBytes {
+                document: format!("McpUpstream {ns}/{} spec.openapi.inline", u.name_any()),
+                bytes: text.clone().into_bytes(),
+            });
+        }
+        if let Some(r) = &src.config_map_ref {
+            let document = format!("ConfigMap {ns}/{} key {}", r.name, r.key);
+            return match config_map_key(&self.client, &ns, &r.name, &r.key).await {
+                Ok(Some(bytes)) => Ok(SpecBytes { document, bytes }),
+                Ok(None) => Err(not_found(format!(
                 "spec.openapi.configMapRef: ConfigMap {ns}/{} has no key {:?} (or does not exist)",
                 r.name, r.key
             ))),
-            Err(e) => Err(Failure::transient(format!(
-                "spec.openapi.configMapRef: reading ConfigMap {ns}/{}: {e}",
-                r.name
-            ))),
-        };
-    }
-    if let Some(url) = &src.url {
-        let headers = match &src.headers_from {
-            Some(s) => secret_data(&ctx.client, &ns, &s.name)
-                .await
-                .map_err(|e| Failure::transient(format!("spec.openapi.headersFrom: {e}")))?
-                .ok_or_else(|| {
-                    Failure::new(
-                        reasons::SECRET_NOT_FOUND,
-                        format!("spec.openapi.headersFrom: Secret {ns}/{} not found", s.name),
-                    )
-                })?,
-            None => BTreeMap::new(),
-        };
-        let bytes = fetch(ctx, &key, url, &headers).await?;
-        return Ok(SpecBytes {
-            document: url.clone(),
-            bytes,
-        });
-    }
-    Err(Failure::new(
-        reasons::SPEC_INVALID,
-        "spec.openapi: none of inline, configMapRef, url is set",
-    ))
-}
-
-/// GET with `If-None-Match`; a 304 reuses the cached body. Bounded in
-/// time (`--spec-fetch-timeout`, the body included) and size
-/// (`--max-spec-bytes`, checked as it streams).
-async fn fetch(
-    ctx: &crate::Context,
-    upstream: &str,
-    url: &str,
-    headers: &BTreeMap<String, Vec<u8>>,
-) -> Result<Vec<u8>, Failure> {
-    use sha2::{Digest, Sha256};
-    let timeout = ctx.options.spec_fetch_timeout;
-    let max = ctx.options.max_spec_bytes;
-    let mut digest = Sha256::new();
-    let mut req = ctx.http.get(url).timeout(timeout);
-    for (k, v) in headers {
-        digest.update((k.len() as u64).to_le_bytes());
-        digest.update(k.as_bytes());
-        digest.update((v.len() as u64).to_le_bytes());
-        digest.update(v);
-        req = req.header(k.as_str(), v.as_slice());
-    }
-    let headers_digest: [u8; 32] = digest.finalize().into();
-    let cached = ctx.url_cache.get(upstream, url, &headers_digest);
-    if let Some((etag, _)) = &cached {
-        req = req.header("If-None-Match", etag.as_str());
-    }
-    let failed = |e: reqwest::Error| {
-        let what = if e.is_timeout() {
-            format!(
-                "timed out after {} s (--spec-fetch-timeout)",
-                timeout.as_secs_f32()
-            )
-        } else {
-            format!("failed: {e}")
-        };
-        not_found(format!("spec.openapi.url: GET {url} {what}"))
-    };
-    let resp = req.send().await.map_err(failed)?;
-    let status = resp.status();
-    if status == reqwest::StatusCode::NOT_MODIFIED {
-        if let Some((_, body)) = cached {
-            return Ok(body);
+                Err(e) => Err(Failure::transient(format!(
+                    "spec.openapi.configMapRef: reading ConfigMap {ns}/{}: {e}",
+                    r.name
+                ))),
+            };
         }
+        if let Some(url) = &src.url {
+            let headers = match &src.headers_from {
+                Some(s) => secret_data(&self.client, &ns, &s.name)
+                    .await
+                    .map_err(|e| Failure::transient(format!("spec.openapi.headersFrom: {e}")))?
+                    .ok_or_else(|| {
+                        Failure::new(
+                            reasons::SECRET_NOT_FOUND,
+                            format!("spec.openapi.headersFrom: Secret {ns}/{} not found", s.name),
+                        )
+                    })?,
+                None => BTreeMap::new(),
+            };
+            let bytes = self.fetch(&key, url, &headers).await?;
+            return Ok(SpecBytes {
+                document: url.clone(),
+                bytes,
+            });
+        }
+        Err(Failure::new(
+            reasons::SPEC_INVALID,
+            "spec.openapi: none of inline, configMapRef, url is set",
+        ))
     }
-    if status.is_redirection() {
-        let to = resp
-            .headers()
-            .get(reqwest::header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("?");
-        return Err(not_found(format!(
+
+    /// GET with `If-None-Match`; a 304 reuses the cached body. Bounded in
+    /// time (`--spec-fetch-timeout`, the body included) and size
+    /// (`--max-spec-bytes`, checked as it streams).
+    async fn fetch(
+        &self,
+        upstream: &str,
+        url: &str,
+        headers: &BTreeMap<String, Vec<u8>>,
+    ) -> Result<Vec<u8>, Failure> {
+        use sha2::{Digest, Sha256};
+        let timeout = self.fetch_timeout;
+        let max = self.max_spec_bytes;
+        let mut digest = Sha256::new();
+        let mut req = self.http.get(url).timeout(timeout);
+        for (k, v) in headers {
+            digest.update((k.len() as u64).to_le_bytes());
+            digest.update(k.as_bytes());
+            digest.update((v.len() as u64).to_le_bytes());
+            digest.update(v);
+            req = req.header(k.as_str(), v.as_slice());
+        }
+        let headers_digest: [u8; 32] = digest.finalize().into();
+        let cached = self.cache.get(upstream, url, &headers_digest);
+        if let Some((etag, _)) = &cached {
+            req = req.header("If-None-Match", etag.as_str());
+        }
+        let failed = |e: reqwest::Error| {
+            let what = if e.is_timeout() {
+                format!(
+                    "timed out after {} s (--spec-fetch-timeout)",
+                    timeout.as_secs_f32()
+                )
+            } else {
+                format!("failed: {e}")
+            };
+            not_found(format!("spec.openapi.url: GET {url} {what}"))
+        };
+        let resp = req.send().await.map_err(failed)?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            if let Some((_, body)) = cached {
+                return Ok(body);
+            }
+        }
+        if status.is_redirection() {
+            let to = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("?");
+            return Err(not_found(format!(
             "spec.openapi.url: GET {url} returned HTTP {status} to {to}; redirects to another origin are not followed (they would carry spec.openapi.headersFrom): set spec.openapi.url to the final URL"
         )));
-    }
-    if !status.is_success() {
-        return Err(not_found(format!(
-            "spec.openapi.url: GET {url} returned HTTP {status}"
-        )));
-    }
-    let too_large = || {
-        Failure::new(
-            reasons::SPEC_TOO_LARGE,
-            format!("spec.openapi.url: {url} is larger than {max} bytes (--max-spec-bytes)"),
-        )
-    };
-    if resp.content_length().is_some_and(|n| n > max as u64) {
-        return Err(too_large());
-    }
-    let etag = resp
-        .headers()
-        .get("etag")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let mut body = Vec::new();
-    let mut resp = resp;
-    while let Some(chunk) = resp.chunk().await.map_err(|e| {
-        if e.is_timeout() {
-            failed(e)
-        } else {
-            not_found(format!(
-                "spec.openapi.url: GET {url}: reading the body: {e}"
-            ))
         }
-    })? {
-        if body.len() + chunk.len() > max {
+        if !status.is_success() {
+            return Err(not_found(format!(
+                "spec.openapi.url: GET {url} returned HTTP {status}"
+            )));
+        }
+        let too_large = || {
+            Failure::new(
+                reasons::SPEC_TOO_LARGE,
+                format!("spec.openapi.url: {url} is larger than {max} bytes (--max-spec-bytes)"),
+            )
+        };
+        if resp.content_length().is_some_and(|n| n > max as u64) {
             return Err(too_large());
         }
-        body.extend_from_slice(&chunk);
+        let etag = resp
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut body = Vec::new();
+        let mut resp = resp;
+        while let Some(chunk) = resp.chunk().await.map_err(|e| {
+            if e.is_timeout() {
+                failed(e)
+            } else {
+                not_found(format!(
+                    "spec.openapi.url: GET {url}: reading the body: {e}"
+                ))
+            }
+        })? {
+            if body.len() + chunk.len() > max {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let entry = etag.map(|etag| Cached {
+            url: url.to_string(),
+            headers: headers_digest,
+            etag,
+            body: body.clone(),
+        });
+        self.cache.put(upstream, entry, &self.metrics);
+        Ok(body)
     }
-    let entry = etag.map(|etag| Cached {
-        url: url.to_string(),
-        headers: headers_digest,
-        etag,
-        body: body.clone(),
-    });
-    ctx.url_cache.put(upstream, entry, &ctx.metrics);
-    Ok(body)
+
+    /// Reads one overlay's document.
+    pub async fn overlay(&self, namespace: &str, o: &McpOverlay) -> Result<OverlaySource, Failure> {
+        let name = o.name_any();
+        let bytes = if let Some(text) = &o.spec.inline {
+            text.clone().into_bytes()
+        } else if let Some(r) = &o.spec.config_map_ref {
+            match config_map_key(&self.client, namespace, &r.name, &r.key).await {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                return Err(Failure::new(
+                    reasons::OVERLAY_NOT_FOUND,
+                    format!(
+                        "McpOverlay {namespace}/{name}: spec.configMapRef: ConfigMap {namespace}/{} has no key {:?} (or does not exist)",
+                        r.name, r.key
+                    ),
+                ))
+            }
+            Err(e) => {
+                return Err(Failure::transient(format!(
+                    "McpOverlay {namespace}/{name}: reading ConfigMap {namespace}/{}: {e}",
+                    r.name
+                )))
+            }
+        }
+        } else {
+            return Err(Failure::new(
+                reasons::OVERLAY_INVALID,
+                format!(
+                "McpOverlay {namespace}/{name}: neither spec.inline nor spec.configMapRef is set"
+            ),
+            ));
+        };
+        Ok(OverlaySource {
+            name,
+            bytes,
+            strict: o.spec.strict,
+        })
+    }
 }
 
 /// A Secret's data (stringData is folded in by the API server).
@@ -347,47 +430,4 @@ pub fn overlay_order(u: &McpUpstream, all: &[std::sync::Arc<McpOverlay>]) -> Vec
     });
     names.extend(targeting.into_iter().map(|o| o.name_any()));
     names
-}
-
-/// Reads one overlay's document.
-pub async fn overlay(
-    ctx: &crate::Context,
-    namespace: &str,
-    o: &McpOverlay,
-) -> Result<OverlaySource, Failure> {
-    let name = o.name_any();
-    let bytes = if let Some(text) = &o.spec.inline {
-        text.clone().into_bytes()
-    } else if let Some(r) = &o.spec.config_map_ref {
-        match config_map_key(&ctx.client, namespace, &r.name, &r.key).await {
-            Ok(Some(b)) => b,
-            Ok(None) => {
-                return Err(Failure::new(
-                    reasons::OVERLAY_NOT_FOUND,
-                    format!(
-                        "McpOverlay {namespace}/{name}: spec.configMapRef: ConfigMap {namespace}/{} has no key {:?} (or does not exist)",
-                        r.name, r.key
-                    ),
-                ))
-            }
-            Err(e) => {
-                return Err(Failure::transient(format!(
-                    "McpOverlay {namespace}/{name}: reading ConfigMap {namespace}/{}: {e}",
-                    r.name
-                )))
-            }
-        }
-    } else {
-        return Err(Failure::new(
-            reasons::OVERLAY_INVALID,
-            format!(
-                "McpOverlay {namespace}/{name}: neither spec.inline nor spec.configMapRef is set"
-            ),
-        ));
-    };
-    Ok(OverlaySource {
-        name,
-        bytes,
-        strict: o.spec.strict,
-    })
 }

@@ -500,7 +500,13 @@ async fn spec_url_credentials_never_follow_a_redirect_to_another_origin() {
         "the message names where it led: {msg}"
     );
     wait_ready(&w, NS, "moved", "True", "Published").await;
-    assert_eq!(*seen.lock().expect("lock"), ["s3cret"]);
+    // NB: not "exactly once": the upstream may reconcile again (its
+    // finalizer, its status) and, without an ETag, fetch again.
+    let seen = seen.lock().expect("lock").clone();
+    assert!(
+        !seen.is_empty() && seen.iter().all(|k| k == "s3cret"),
+        "{seen:?}"
+    );
     assert!(
         leaked.lock().expect("lock").is_empty(),
         "{:?}",

@@ -1,0 +1,99 @@
+//! What goes wrong in a reconcile, in two kinds: a [`Failure`] is the
+//! resource's fault (or the cluster's, when `transient`) and becomes a
+//! condition; an [`Error`] aborts the reconcile, which is retried.
+
+/// Why an upstream (or one stage of it) is not good, as a condition says it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}: {message}")]
+pub struct Failure {
+    pub reason: String,
+    pub message: String,
+    /// The API server or network failed, not the user's input: retry with
+    /// backoff instead of reporting it as the resource's fault.
+    pub transient: bool,
+    /// The overlay (`namespace/name`) at fault, when one is.
+    pub overlay: Option<String>,
+}
+
+impl Failure {
+    pub fn new(reason: &str, message: impl Into<String>) -> Self {
+        Failure {
+            reason: reason.to_string(),
+            message: message.into(),
+            transient: false,
+            overlay: None,
+        }
+    }
+    pub fn transient(message: impl Into<String>) -> Self {
+        Failure {
+            transient: true,
+            ..Failure::new("Transient", message)
+        }
+    }
+    /// A compile error, remembering which overlay caused it (if one did).
+    pub fn compile(e: &catalog::CompileError) -> Self {
+        Failure {
+            overlay: match e {
+                catalog::CompileError::Overlay(o) => Some(o.overlay.clone()),
+                _ => None,
+            },
+            ..Failure::new(e.reason(), compile_message(e))
+        }
+    }
+}
+
+/// The condition message for a compile error.
+fn compile_message(e: &catalog::CompileError) -> String {
+    match e {
+        catalog::CompileError::NameConflict(c) => {
+            let list: Vec<String> = c
+                .conflicts
+                .iter()
+                .take(10)
+                .map(|c| {
+                    format!(
+                        "{} ({} {} and {} {})",
+                        c.name, c.first.0, c.first.1, c.second.0, c.second.1
+                    )
+                })
+                .collect();
+            format!(
+                "{} tool names are claimed by two operations: {}; rename one with x-mcp-tool-name or set spec.naming.conflictResolution",
+                c.conflicts.len(),
+                list.join("; ")
+            )
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A reconcile that could not finish; the controller retries it.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Transient(String),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// Every value [`Error::metric_label`] returns.
+    pub const METRIC_LABELS: [&'static str; 3] = ["kube", "transient", "finalizer"];
+
+    /// A short, bounded label for the reconcile error counter.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "kube",
+            Error::Transient(_) => "transient",
+            Error::Finalizer(_) => "finalizer",
+        }
+    }
+}
+
+impl From<Failure> for Error {
+    fn from(f: Failure) -> Self {
+        Error::Transient(f.message)
+    }
+}

@@ -1,0 +1,182 @@
+//! McpUpstream → the gateway's settings for it (base URL, HTTP settings,
+//! response validation, auth) and the credentials the gateway needs, read
+//! from the Secrets it names. Every failure names the field.
+
+use std::collections::BTreeMap;
+
+use catalog::runtime::{ApiKeyLocation, AuthConfig, ResponseValidation, SecretRef, UpstreamConfig};
+use crds::conditions::reasons;
+use crds::{AuthType, McpUpstream};
+use kube::ResourceExt;
+
+use crate::error::Failure;
+use crate::sources;
+
+/// The gateway's settings for this upstream and the credentials to copy.
+pub async fn read(
+    client: &kube::Client,
+    u: &McpUpstream,
+) -> Result<(UpstreamConfig, BTreeMap<String, Vec<u8>>), Failure> {
+    let ns = u.namespace().unwrap_or_default();
+    let spec = &u.spec;
+    let base_url = match (&spec.base_url, &spec.service_ref) {
+        (Some(url), _) => url.clone(),
+        (None, Some(svc)) => {
+            match sources::service_exists(client, &ns, &svc.name).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    return Err(Failure::new(
+                        reasons::SERVICE_NOT_FOUND,
+                        format!("spec.serviceRef: Service {ns}/{} not found", svc.name),
+                    ))
+                }
+                Err(e) => {
+                    return Err(Failure::transient(format!(
+                        "reading Service {ns}/{}: {e}",
+                        svc.name
+                    )))
+                }
+            }
+            let scheme = match svc.scheme {
+                crds::Scheme::Http => "http",
+                crds::Scheme::Https => "https",
+            };
+            format!(
+                "{scheme}://{}.{ns}.svc:{}{}",
+                svc.name,
+                svc.port,
+                svc.path.as_deref().unwrap_or("")
+            )
+        }
+        (None, None) => {
+            return Err(Failure::new(
+                reasons::SPEC_INVALID,
+                "exactly one of spec.baseUrl or spec.serviceRef must be set",
+            ))
+        }
+    };
+    let http = spec.http.clone().unwrap_or_default();
+    // The gateway would refuse the whole upstream for a header it cannot
+    // send; say which one here, where it was written.
+    for (name, value) in &http.headers {
+        if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(Failure::new(
+                reasons::INVALID_SETTINGS,
+                format!("spec.http.headers: {name:?} is not a valid HTTP header name"),
+            ));
+        }
+        if reqwest::header::HeaderValue::from_str(value).is_err() {
+            return Err(Failure::new(
+                reasons::INVALID_SETTINGS,
+                format!("spec.http.headers[{name:?}]: the value is not a valid HTTP header value (line breaks and control characters are not allowed)"),
+            ));
+        }
+    }
+    let validation = spec.validation.clone().unwrap_or_default();
+    let mut config = UpstreamConfig {
+        base_url: Some(base_url),
+        timeout_seconds: Some(
+            http.timeout
+                .as_deref()
+                .and_then(crds::parse_duration)
+                .or_else(|| crds::parse_duration(crds::DEFAULT_TIMEOUT))
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(30.0),
+        ),
+        max_response_bytes: Some(
+            http.max_response_bytes
+                .unwrap_or(crds::DEFAULT_MAX_RESPONSE_BYTES),
+        ),
+        headers: http.headers.clone(),
+        response_validation: match (validation.response, validation.response_failure) {
+            (false, _) => ResponseValidation::Off,
+            (true, crds::ResponseFailure::Warn) => ResponseValidation::Warn,
+            (true, crds::ResponseFailure::Fail) => ResponseValidation::Fail,
+        },
+        success_status: (!validation.success_status.is_empty())
+            .then(|| validation.success_status.clone()),
+        error_status: (!validation.error_status.is_empty())
+            .then(|| validation.error_status.clone()),
+        ..Default::default()
+    };
+    let mut creds = BTreeMap::new();
+    if let Some(auth) = &spec.auth {
+        if auth.type_ != AuthType::None {
+            let Some(sref) = &auth.secret_ref else {
+                return Err(Failure::new(
+                    reasons::SECRET_NOT_FOUND,
+                    "spec.auth.secretRef is required unless spec.auth.type is none",
+                ));
+            };
+            let data = match sources::secret_data(client, &ns, &sref.name).await {
+                Ok(Some(d)) => d,
+                Ok(None) => {
+                    return Err(Failure::new(
+                        reasons::SECRET_NOT_FOUND,
+                        format!("spec.auth.secretRef: Secret {ns}/{} not found", sref.name),
+                    ))
+                }
+                Err(e) => {
+                    return Err(Failure::transient(format!(
+                        "reading Secret {ns}/{}: {e}",
+                        sref.name
+                    )))
+                }
+            };
+            let mut refs = Vec::new();
+            for k in sref.keys(auth.type_) {
+                let Some(v) = data.get(k) else {
+                    return Err(Failure::new(
+                        reasons::SECRET_NOT_FOUND,
+                        format!(
+                            "spec.auth.secretRef: Secret {ns}/{} has no key {k:?}",
+                            sref.name
+                        ),
+                    ));
+                };
+                let ck = crds::publish::credentials_key(&ns, &sref.name, k);
+                creds.insert(ck.clone(), v.clone());
+                refs.push(SecretRef {
+                    secret_key: Some(ck),
+                    ..Default::default()
+                });
+            }
+            let mut refs = refs.into_iter();
+            let mut next = || refs.next().unwrap_or_default();
+            config.auth = match auth.type_ {
+                AuthType::None => AuthConfig::None,
+                AuthType::Bearer => AuthConfig::Bearer { token: next() },
+                AuthType::ApiKey => {
+                    let (location, name) = match (&auth.header, &auth.query) {
+                        (Some(h), _) => (ApiKeyLocation::Header, h.clone()),
+                        (None, Some(q)) => (ApiKeyLocation::Query, q.clone()),
+                        (None, None) => {
+                            return Err(Failure::new(
+                                reasons::SPEC_INVALID,
+                                "spec.auth.type apiKey needs exactly one of spec.auth.header or spec.auth.query",
+                            ))
+                        }
+                    };
+                    AuthConfig::ApiKey {
+                        location,
+                        name,
+                        value: next(),
+                    }
+                }
+                AuthType::Basic => AuthConfig::Basic {
+                    username: next(),
+                    password: next(),
+                },
+                AuthType::Oauth2ClientCredentials => AuthConfig::Oauth2ClientCredentials {
+                    token_url: auth.token_url.clone().unwrap_or_default(),
+                    client_id: next(),
+                    client_secret: next(),
+                    scopes: auth.scopes.clone(),
+                    audience: None,
+                    client_auth: Default::default(),
+                },
+            };
+        }
+    }
+    Ok((config, creds))
+}

@@ -1,0 +1,502 @@
+//! The McpUpstream condition table: what one reconcile concluded in, the
+//! full condition set out. Pure, so the table is tested on its own.
+
+use catalog::publish::IndexEntry;
+use crds::conditions::{reasons, types};
+
+use crate::compile::Summary;
+use crate::error::Failure;
+use crate::served::ServedBy;
+use crate::status::Cond;
+use std::sync::Arc;
+
+/// Everything one reconcile concluded.
+pub struct Outcome {
+    pub spec: Result<(), Failure>,
+    pub overlays: Option<Result<Vec<String>, Failure>>,
+    pub compiled: Option<Result<Arc<Summary>, Failure>>,
+    pub prefix: Result<(), Failure>,
+    pub runtime: Option<Result<(), Failure>>,
+    pub published: Published,
+    /// Gateway replicas serving the published (or stale) version.
+    pub served: Option<ServedBy>,
+}
+
+pub enum Published {
+    Current(IndexEntry),
+    Stale(IndexEntry, Failure),
+    Not(Failure),
+}
+
+/// Conditions from the outcome, in a fixed order, Ready first.
+pub fn conditions(o: &Outcome) -> Vec<Cond> {
+    let mut conds = Vec::new();
+    conds.push(match &o.spec {
+        Ok(()) => Cond::ok(
+            types::SPEC_RESOLVED,
+            reasons::RESOLVED,
+            "the OpenAPI document was read",
+        ),
+        Err(f) => Cond::fail(types::SPEC_RESOLVED, &f.reason, &f.message),
+    });
+    conds.push(match &o.overlays {
+        None => Cond::unknown(
+            types::OVERLAYS_APPLIED,
+            reasons::RECONCILING,
+            "waiting for the OpenAPI document",
+        ),
+        Some(Ok(names)) if names.is_empty() => {
+            Cond::ok(types::OVERLAYS_APPLIED, reasons::APPLIED, "no overlays")
+        }
+        Some(Ok(names)) => Cond::ok(
+            types::OVERLAYS_APPLIED,
+            reasons::APPLIED,
+            format!("applied in order: {}", names.join(", ")),
+        ),
+        Some(Err(f)) => Cond::fail(types::OVERLAYS_APPLIED, &f.reason, &f.message),
+    });
+    conds.push(match &o.compiled {
+        None => Cond::unknown(
+            types::COMPILED,
+            reasons::RECONCILING,
+            "not compiled: an earlier stage failed",
+        ),
+        Some(Ok(c)) => Cond::ok(
+            types::COMPILED,
+            reasons::COMPILED,
+            format!(
+                "{} tools from {} operations ({} rejected, {} warnings)",
+                c.tools, c.operations, c.rejected, c.warnings
+            ),
+        ),
+        Some(Err(f)) => Cond::fail(types::COMPILED, &f.reason, &f.message),
+    });
+    conds.push(match &o.prefix {
+        Ok(()) => Cond::ok(
+            types::PREFIX_ACCEPTED,
+            reasons::PREFIX_HELD,
+            "this upstream holds its tool prefix",
+        ),
+        Err(f) => Cond::fail(types::PREFIX_ACCEPTED, &f.reason, &f.message),
+    });
+    let served_note = match o.served {
+        Some(ServedBy { live: 0, .. }) | None => {
+            "no gateway replica reports what it serves".to_string()
+        }
+        Some(ServedBy { serving, live }) => {
+            format!("served by {serving} of {live} gateway replicas")
+        }
+    };
+    let not_served =
+        matches!(o.served, Some(ServedBy { serving, live }) if live > 0 && serving < live);
+    let published = match &o.published {
+        Published::Current(e) if not_served => Cond::fail(
+            types::PUBLISHED,
+            reasons::NOT_SERVED,
+            format!(
+                "catalog {} is published; {served_note} so far",
+                short(&e.catalog_hash)
+            ),
+        ),
+        Published::Current(e) => Cond::ok(
+            types::PUBLISHED,
+            reasons::PUBLISHED,
+            format!(
+                "{} tools published (catalog {}, {} chunk(s)); {served_note}",
+                e.tool_count,
+                short(&e.catalog_hash),
+                e.chunks.len()
+            ),
+        ),
+        Published::Stale(e, f) => Cond::ok(
+            types::PUBLISHED,
+            reasons::STALE,
+            format!(
+                "the current spec is not published ({}); the last good catalog {} with {} tools keeps serving",
+                f.reason,
+                short(&e.catalog_hash),
+                e.tool_count
+            ),
+        ),
+        Published::Not(f) => Cond::fail(types::PUBLISHED, &f.reason, &f.message),
+    };
+    // Ready: the first failure in pipeline order, else published.
+    let first_failure = [
+        &o.spec.clone().err(),
+        &o.overlays.clone().and_then(Result::err),
+        &o.compiled.clone().and_then(Result::err),
+        &o.prefix.clone().err(),
+        &o.runtime.clone().and_then(Result::err),
+    ]
+    .into_iter()
+    .flatten()
+    .next()
+    .cloned();
+    let ready = match (&first_failure, &o.published) {
+        (None, Published::Current(e)) if not_served => Cond::fail(
+            types::READY,
+            reasons::NOT_SERVED,
+            format!(
+                "{} tools published under prefix {:?}; {served_note} so far",
+                e.tool_count, e.prefix
+            ),
+        ),
+        (None, Published::Current(e)) => Cond::ok(
+            types::READY,
+            reasons::PUBLISHED,
+            format!(
+                "{} tools published under prefix {:?}",
+                e.tool_count, e.prefix
+            ),
+        ),
+        (Some(f), Published::Stale(e, _)) => Cond::fail(
+            types::READY,
+            &f.reason,
+            format!(
+                "{}; still serving the last good catalog {} ({} tools)",
+                f.message,
+                short(&e.catalog_hash),
+                e.tool_count
+            ),
+        ),
+        (Some(f), _) => Cond::fail(types::READY, &f.reason, &f.message),
+        (None, Published::Stale(_, f) | Published::Not(f)) => {
+            Cond::fail(types::READY, &f.reason, &f.message)
+        }
+    };
+    conds.insert(0, ready);
+    conds.push(published);
+    conds
+}
+
+pub fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::OnceLock;
+
+    fn fail(reason: &str) -> Failure {
+        Failure::new(reason, format!("{reason} message"))
+    }
+
+    fn summary() -> Arc<Summary> {
+        Arc::new(Summary {
+            catalog_hash: "0123456789abcdef".into(),
+            prefix: "pets".into(),
+            tools: 3,
+            operations: 4,
+            rejected: 1,
+            warnings: 2,
+            recorded: Default::default(),
+            unmatched: vec![],
+            encoded_size: OnceLock::new(),
+        })
+    }
+
+    fn entry() -> IndexEntry {
+        IndexEntry {
+            prefix: "pets".into(),
+            source: "ns/pets".into(),
+            hash: "h".into(),
+            catalog_hash: "0123456789abcdef".into(),
+            tool_count: 3,
+            chunks: vec![],
+            credentials: vec![],
+        }
+    }
+
+    /// Everything went well and both gateway replicas serve it.
+    fn good() -> Outcome {
+        Outcome {
+            spec: Ok(()),
+            overlays: Some(Ok(vec!["ns/a".into(), "ns/b".into()])),
+            compiled: Some(Ok(summary())),
+            prefix: Ok(()),
+            runtime: Some(Ok(())),
+            published: Published::Current(entry()),
+            served: Some(ServedBy {
+                serving: 2,
+                live: 2,
+            }),
+        }
+    }
+
+    fn by_type<'a>(conds: &'a [Cond], t: &str) -> &'a Cond {
+        conds.iter().find(|c| c.type_ == t).expect(t)
+    }
+
+    #[test]
+    fn a_served_upstream_is_ready_with_every_stage_true() {
+        let conds = conditions(&good());
+        let order: Vec<&str> = conds.iter().map(|c| c.type_).collect();
+        assert_eq!(
+            order,
+            [
+                types::READY,
+                types::SPEC_RESOLVED,
+                types::OVERLAYS_APPLIED,
+                types::COMPILED,
+                types::PREFIX_ACCEPTED,
+                types::PUBLISHED
+            ]
+        );
+        assert!(conds.iter().all(|c| c.status == Some(true)), "{conds:#?}");
+        assert_eq!(conds[0].reason, reasons::PUBLISHED);
+        assert_eq!(conds[0].message, "3 tools published under prefix \"pets\"");
+        assert_eq!(
+            by_type(&conds, types::OVERLAYS_APPLIED).message,
+            "applied in order: ns/a, ns/b"
+        );
+        assert_eq!(
+            by_type(&conds, types::COMPILED).message,
+            "3 tools from 4 operations (1 rejected, 2 warnings)"
+        );
+        assert!(by_type(&conds, types::PUBLISHED)
+            .message
+            .contains("served by 2 of 2 gateway replicas"));
+    }
+
+    #[test]
+    fn no_overlays_says_so() {
+        let o = Outcome {
+            overlays: Some(Ok(vec![])),
+            ..good()
+        };
+        assert_eq!(
+            by_type(&conditions(&o), types::OVERLAYS_APPLIED).message,
+            "no overlays"
+        );
+    }
+
+    #[test]
+    fn published_but_not_yet_served_by_every_live_replica_is_not_ready() {
+        let o = Outcome {
+            served: Some(ServedBy {
+                serving: 1,
+                live: 2,
+            }),
+            ..good()
+        };
+        let conds = conditions(&o);
+        for t in [types::READY, types::PUBLISHED] {
+            let c = by_type(&conds, t);
+            assert_eq!(
+                (c.status, c.reason.as_str()),
+                (Some(false), reasons::NOT_SERVED)
+            );
+            assert!(c.message.contains("served by 1 of 2"), "{}", c.message);
+        }
+    }
+
+    #[test]
+    fn without_live_gateway_replicas_published_is_ready() {
+        for served in [
+            None,
+            Some(ServedBy {
+                serving: 0,
+                live: 0,
+            }),
+        ] {
+            let conds = conditions(&Outcome { served, ..good() });
+            assert_eq!(conds[0].status, Some(true));
+            assert!(conds[0].reason == reasons::PUBLISHED);
+            assert!(by_type(&conds, types::PUBLISHED)
+                .message
+                .contains("no gateway replica reports what it serves"));
+        }
+    }
+
+    #[test]
+    fn a_missing_document_leaves_later_stages_unknown() {
+        let o = Outcome {
+            spec: Err(fail(reasons::SPEC_NOT_FOUND)),
+            overlays: None,
+            compiled: None,
+            published: Published::Not(fail(reasons::SPEC_NOT_FOUND)),
+            served: None,
+            ..good()
+        };
+        let conds = conditions(&o);
+        assert_eq!(
+            (conds[0].status, conds[0].reason.as_str()),
+            (Some(false), reasons::SPEC_NOT_FOUND)
+        );
+        for t in [types::OVERLAYS_APPLIED, types::COMPILED] {
+            let c = by_type(&conds, t);
+            assert_eq!((c.status, c.reason.as_str()), (None, reasons::RECONCILING));
+        }
+        assert_eq!(by_type(&conds, types::PUBLISHED).status, Some(false));
+    }
+
+    #[test]
+    fn a_failed_new_version_is_not_ready_but_the_last_good_one_is_published_stale() {
+        let o = Outcome {
+            compiled: Some(Err(fail(reasons::SPEC_INVALID))),
+            published: Published::Stale(entry(), fail(reasons::SPEC_INVALID)),
+            ..good()
+        };
+        let conds = conditions(&o);
+        assert_eq!(
+            (conds[0].status, conds[0].reason.as_str()),
+            (Some(false), reasons::SPEC_INVALID)
+        );
+        assert!(conds[0]
+            .message
+            .ends_with("still serving the last good catalog 0123456789ab (3 tools)"));
+        let p = by_type(&conds, types::PUBLISHED);
+        assert_eq!((p.status, p.reason.as_str()), (Some(true), reasons::STALE));
+        assert!(p.message.contains("(SpecInvalid)"), "{}", p.message);
+        assert_eq!(by_type(&conds, types::COMPILED).status, Some(false));
+    }
+
+    #[test]
+    fn a_lost_prefix_is_reported_on_its_own_condition_and_ready() {
+        let o = Outcome {
+            prefix: Err(fail(reasons::PREFIX_CONFLICT)),
+            published: Published::Not(fail(reasons::PREFIX_CONFLICT)),
+            served: None,
+            ..good()
+        };
+        let conds = conditions(&o);
+        for t in [types::READY, types::PREFIX_ACCEPTED, types::PUBLISHED] {
+            let c = by_type(&conds, t);
+            assert_eq!(
+                (c.status, c.reason.as_str()),
+                (Some(false), reasons::PREFIX_CONFLICT)
+            );
+        }
+        assert_eq!(by_type(&conds, types::COMPILED).status, Some(true));
+    }
+
+    #[test]
+    fn bad_settings_show_on_ready_only() {
+        let o = Outcome {
+            runtime: Some(Err(fail(reasons::SECRET_NOT_FOUND))),
+            published: Published::Not(fail(reasons::SECRET_NOT_FOUND)),
+            served: None,
+            ..good()
+        };
+        let conds = conditions(&o);
+        assert_eq!(conds[0].reason, reasons::SECRET_NOT_FOUND);
+        for t in [
+            types::SPEC_RESOLVED,
+            types::OVERLAYS_APPLIED,
+            types::COMPILED,
+            types::PREFIX_ACCEPTED,
+        ] {
+            assert_eq!(by_type(&conds, t).status, Some(true), "{t}");
+        }
+    }
+
+    #[test]
+    fn a_publishing_failure_without_an_earlier_one_is_readys_reason() {
+        let o = Outcome {
+            published: Published::Not(fail(reasons::CATALOG_TOO_LARGE)),
+            served: None,
+            ..good()
+        };
+        let conds = conditions(&o);
+        assert_eq!(
+            (conds[0].status, conds[0].reason.as_str()),
+            (Some(false), reasons::CATALOG_TOO_LARGE)
+        );
+    }
+
+    /// Every combination of stage results: the set always has each type
+    /// once, Ready first; Ready is True exactly when nothing failed and
+    /// the current version is published and served; otherwise its reason
+    /// is the first failure in pipeline order.
+    #[test]
+    fn the_whole_truth_table_holds_its_invariants() {
+        let specs = [Ok(()), Err(fail("S"))];
+        let overlays = [None, Some(Ok(vec![])), Some(Err(fail("O")))];
+        let compiled = [None, Some(Ok(summary())), Some(Err(fail("C")))];
+        let prefixes = [Ok(()), Err(fail("P"))];
+        let runtimes = [None, Some(Ok(())), Some(Err(fail("R")))];
+        let published = || {
+            [
+                Published::Current(entry()),
+                Published::Stale(entry(), fail("X")),
+                Published::Not(fail("N")),
+            ]
+        };
+        let served = [
+            None,
+            Some(ServedBy {
+                serving: 1,
+                live: 2,
+            }),
+            Some(ServedBy {
+                serving: 2,
+                live: 2,
+            }),
+        ];
+        let mut checked = 0;
+        for spec in &specs {
+            for ov in &overlays {
+                for co in &compiled {
+                    for pr in &prefixes {
+                        for rt in &runtimes {
+                            for (pi, _) in published().iter().enumerate() {
+                                for sv in &served {
+                                    let o = Outcome {
+                                        spec: spec.clone(),
+                                        overlays: ov.clone(),
+                                        compiled: co.clone(),
+                                        prefix: pr.clone(),
+                                        runtime: rt.clone(),
+                                        published: published().into_iter().nth(pi).unwrap(),
+                                        served: *sv,
+                                    };
+                                    check(&o);
+                                    checked += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 2 * 3 * 3 * 2 * 3 * 3 * 3);
+    }
+
+    fn check(o: &Outcome) {
+        let conds = conditions(o);
+        let got: Vec<&str> = conds.iter().map(|c| c.type_).collect();
+        let mut sorted = got.clone();
+        sorted.sort_unstable();
+        let mut all = types::ALL.to_vec();
+        all.sort_unstable();
+        assert_eq!(sorted, all);
+        assert_eq!(got[0], types::READY);
+        let first_failure = [
+            o.spec.as_ref().err(),
+            o.overlays.as_ref().and_then(|r| r.as_ref().err()),
+            o.compiled.as_ref().and_then(|r| r.as_ref().err()),
+            o.prefix.as_ref().err(),
+            o.runtime.as_ref().and_then(|r| r.as_ref().err()),
+        ]
+        .into_iter()
+        .flatten()
+        .next();
+        let under_served = matches!(o.served, Some(ServedBy { serving, live }) if serving < live);
+        let ready = &conds[0];
+        match (first_failure, &o.published) {
+            (Some(f), _) => {
+                assert_eq!(ready.status, Some(false));
+                assert_eq!(ready.reason, f.reason);
+            }
+            (None, Published::Current(_)) => {
+                assert_eq!(ready.status, Some(!under_served));
+            }
+            (None, Published::Stale(_, f) | Published::Not(f)) => {
+                assert_eq!(ready.status, Some(false));
+                assert_eq!(ready.reason, f.reason);
+            }
+        }
+        assert!(conds.iter().all(|c| !c.reason.is_empty()));
+    }
+}

@@ -1,0 +1,131 @@
+//! The operator's modules depend on each other one way only: data flows
+//! sources → compile → publish → status, and no module imports one that
+//! imports it back. Re-exports (`pub use`) in `lib.rs` and `mod.rs` files
+//! are the crate's surface, not dependencies, and are not counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module path (`upstream::reconcile`) → source file.
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("reading operator/src") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(src).expect("under src");
+            let parts: Vec<String> = rel
+                .with_extension("")
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            let name = match parts.as_slice() {
+                [one] if one == "lib" || one == "main" => continue,
+                [.., last] if last == "mod" => parts[..parts.len() - 1].join("::"),
+                _ => parts.join("::"),
+            };
+            out.insert(name, path);
+        }
+    }
+    out
+}
+
+/// The modules `module`'s code refers to, through `crate::` or `super::`.
+fn references(module: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let is_mod_file = known.iter().any(|k| k.starts_with(&format!("{module}::")));
+    let parent: Vec<&str> = {
+        let mut p: Vec<&str> = module.split("::").collect();
+        if !is_mod_file {
+            p.pop();
+        }
+        p
+    };
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if line.starts_with("//") || (is_mod_file && line.starts_with("pub use ")) {
+            continue;
+        }
+        for (marker, base) in [("crate::", Vec::new()), ("super::", parent.clone())] {
+            let mut rest = line;
+            while let Some(i) = rest.find(marker) {
+                let after = &rest[i + marker.len()..];
+                let path: Vec<&str> = after
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or("")
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                // The longest known module the path names.
+                let mut full: Vec<&str> = base.clone();
+                let mut best = None;
+                for seg in path {
+                    full.push(seg);
+                    let name = full.join("::");
+                    if known.contains(&name) {
+                        best = Some(name);
+                    }
+                }
+                if let Some(m) = best.filter(|m| m != module) {
+                    out.insert(m);
+                }
+                rest = after;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_operator_module_imports_one_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let files = modules(&src);
+    let known: BTreeSet<String> = files.keys().cloned().collect();
+    let graph: BTreeMap<String, BTreeSet<String>> = files
+        .iter()
+        .map(|(m, path)| {
+            let text = std::fs::read_to_string(path).expect("reading a module");
+            (m.clone(), references(m, &text, &known))
+        })
+        .collect();
+    assert!(
+        graph["upstream::reconcile"].contains("compile"),
+        "the checker must see real references: {graph:#?}"
+    );
+    // Depth-first search for a back edge, reporting the cycle.
+    fn visit(
+        m: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(m.to_string());
+            return Some(cycle);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_string());
+        for next in &graph[m] {
+            if let Some(c) = visit(next, graph, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for m in graph.keys() {
+        if let Some(cycle) = visit(m, &graph, &mut Vec::new(), &mut done) {
+            panic!("import circle: {}", cycle.join(" → "));
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crds::conditions::{reasons, types};
 use crds::{McpOverlay, McpOverlayStatus, UnmatchedTarget, MAX_STATUS_UNMATCHED};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
@@ -127,19 +127,8 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
         unmatched_targets: unmatched,
     };
     if new != old {
-        let mut body = serde_json::to_value(&new).unwrap_or_default();
-        if let Some(m) = body.as_object_mut() {
-            for k in ["appliedTo", "unmatchedTargets"] {
-                m.entry(k).or_insert(serde_json::Value::Null);
-            }
-        }
         let api: Api<McpOverlay> = Api::namespaced(ctx.client.clone(), &ns);
-        api.patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({ "status": body })),
-        )
-        .await?;
+        status::apply(&api, &name, &new).await?;
         Metrics::inc(&ctx.metrics.status_writes);
     }
     Ok(Action::requeue(Duration::from_secs(600)))

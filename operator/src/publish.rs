@@ -24,7 +24,7 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use tokio::sync::Mutex;
 
-const MANAGER: &str = "toolgate-operator";
+use crate::status::FIELD_MANAGER as MANAGER;
 const SOURCE_ANNOTATION: &str = "toolgate.dev/source";
 
 pub struct Publisher {

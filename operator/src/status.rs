@@ -1,10 +1,38 @@
-//! Conditions with stable transition times.
+//! Conditions with stable transition times, and writing status.
 //!
 //! A condition's `lastTransitionTime` moves only when its status does, and a
 //! status is written only when something other than timestamps changed: a
 //! restarted operator that reaches the same conclusions writes nothing.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::Resource;
+use serde::Serialize;
+
+/// The field manager of everything the operator writes.
+pub const FIELD_MANAGER: &str = "toolgate-operator";
+
+/// Writes a whole status by server-side apply. The operator owns every
+/// status field, so the API server removes the ones it no longer sets (no
+/// nulls written by hand), and `force` takes back a field someone else
+/// edited.
+pub async fn apply<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<(), kube::Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let body = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
+    Ok(())
+}
 
 /// One condition as a reconcile concludes it.
 #[derive(Debug, Clone, PartialEq, Eq)]

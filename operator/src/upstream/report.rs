@@ -2,7 +2,7 @@
 //! readiness changes.
 
 use crds::{McpUpstream, McpUpstreamStatus};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::events::{Event as KubeEvent, EventType};
 use kube::{Resource, ResourceExt};
 
@@ -53,29 +53,9 @@ pub async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result
     if new == old {
         return Ok(());
     }
-    let mut body = serde_json::to_value(&new).unwrap_or_default();
-    // A merge patch keeps fields it does not mention: clear them explicitly.
-    if let Some(m) = body.as_object_mut() {
-        for k in [
-            "toolCount",
-            "warnings",
-            "warningCount",
-            "rejectedOperations",
-            "rejectedCount",
-            "catalogHash",
-            "servedReplicas",
-        ] {
-            m.entry(k).or_insert(serde_json::Value::Null);
-        }
-    }
     let api: Api<McpUpstream> =
         Api::namespaced(ctx.client.clone(), &u.namespace().unwrap_or_default());
-    api.patch_status(
-        &u.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({ "status": body })),
-    )
-    .await?;
+    status::apply(&api, &u.name_any(), &new).await?;
     Metrics::inc(&ctx.metrics.status_writes);
     Ok(())
 }

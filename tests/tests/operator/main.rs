@@ -1044,3 +1044,81 @@ async fn an_overlay_on_an_upstream_without_a_document_says_so_until_it_applies()
     .await;
     op.stop().await;
 }
+
+/// Status is written by server-side apply under the operator's field
+/// manager: a field it stops setting goes (no nulls written by hand), and
+/// a field someone else edits is taken back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_is_server_side_applied_and_edits_by_others_are_taken_back() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    w.apply_overlay(NS, "miss", json!({
+        "upstreamRef": {"name": "pets"},
+        "inline": "overlay: 1.0.0\ninfo: {title: miss, version: '1'}\nactions:\n  - target: $.paths['/nowhere']\n    update: {description: x}\n",
+    }))
+    .await;
+    let u = eventually("a warning for the unmatched target", WAIT, || async {
+        let u = w.upstream(NS, "pets").await;
+        let s = u.status.as_ref()?;
+        (cond(&u, "Ready")?.0 == "True" && s.warning_count == Some(1)).then_some(u)
+    })
+    .await;
+    let entries = u.metadata.managed_fields.clone().unwrap_or_default();
+    assert!(
+        entries
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("toolgate-operator")
+                && m.operation.as_deref() == Some("Apply")
+                && m.subresource.as_deref() == Some("status")),
+        "{entries:#?}"
+    );
+    let o = eventually("the overlay's status", WAIT, || async {
+        let o = w.overlays(NS).get("miss").await.ok()?;
+        o.status
+            .as_ref()
+            .filter(|s| !s.unmatched_targets.is_empty())?;
+        Some(o)
+    })
+    .await;
+    assert!(o
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .iter()
+        .any(|m| m.manager.as_deref() == Some("toolgate-operator")
+            && m.operation.as_deref() == Some("Apply")));
+
+    // The overlay goes: so does the warning, though nobody writes null.
+    w.overlays(NS)
+        .delete("miss", &DeleteParams::default())
+        .await
+        .expect("delete overlay");
+    eventually("the warning is gone", WAIT, || async {
+        let s = w.upstream(NS, "pets").await.status?;
+        (s.warning_count == Some(0) && s.warnings.is_empty()).then_some(())
+    })
+    .await;
+
+    // Someone else edits the status: the operator takes it back.
+    let hash = w
+        .upstream(NS, "pets")
+        .await
+        .status
+        .and_then(|s| s.catalog_hash);
+    assert!(hash.is_some());
+    w.upstreams(NS)
+        .patch_status(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"catalogHash": "edited"}})),
+        )
+        .await
+        .expect("edit status");
+    eventually("the edit is undone", WAIT, || async {
+        let s = w.upstream(NS, "pets").await.status?;
+        (s.catalog_hash == hash).then_some(())
+    })
+    .await;
+    op.stop().await;
+}

@@ -99,7 +99,7 @@ fn hostile(runs: usize) {
                 });
                 outcome = match r {
                     Ok(u) => format!("{} tools", u.tools.len()),
-                    Err(e) => e.reason().to_string(),
+                    Err(e) => e.reason().as_str().to_string(),
                 };
             },
             runs,

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use crate::Reason;
+
 /// Why an upstream could not be compiled at all.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompileError {
@@ -37,17 +39,17 @@ pub enum CompileError {
 }
 
 impl CompileError {
-    /// A short CamelCase reason, used as a Kubernetes condition reason.
-    pub fn reason(&self) -> &'static str {
+    /// Why, as a condition says it.
+    pub fn reason(&self) -> Reason {
         match self {
-            CompileError::Spec(_) => "SpecInvalid",
+            CompileError::Spec(_) => Reason::SpecInvalid,
             CompileError::Overlay(e) => match e.kind {
-                OverlayErrorKind::UnmatchedTarget => "OverlayTargetUnmatched",
-                _ => "OverlayInvalid",
+                OverlayErrorKind::UnmatchedTarget => Reason::OverlayTargetUnmatched,
+                _ => Reason::OverlayInvalid,
             },
-            CompileError::NameConflict(_) => "NameConflict",
-            CompileError::Options { .. } => "InvalidSettings",
-            CompileError::CatalogTooLarge { .. } => "CatalogTooLarge",
+            CompileError::NameConflict(_) => Reason::NameConflict,
+            CompileError::Options { .. } => Reason::InvalidSettings,
+            CompileError::CatalogTooLarge { .. } => Reason::CatalogTooLarge,
         }
     }
 }

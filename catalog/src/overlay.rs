@@ -1172,7 +1172,10 @@ mod tests {
         );
         let shown = err.to_string();
         assert!(shown.contains("mcpoverlay ns/deep: /actions/0"), "{shown}");
-        assert_eq!(CompileError::from(err).reason(), "OverlayInvalid");
+        assert_eq!(
+            CompileError::from(err).reason(),
+            crate::Reason::OverlayInvalid
+        );
     }
 
     #[test]

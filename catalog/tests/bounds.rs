@@ -92,7 +92,7 @@ fn forty_copies_of_a_node_into_itself_stop_at_the_size_limit() {
     }
     let o = overlay("McpOverlay ns/doubling", &actions);
     let err = compile(SPEC.as_bytes(), &[o]).unwrap_err();
-    assert_eq!(err.reason(), "OverlayInvalid");
+    assert_eq!(err.reason(), catalog::Reason::OverlayInvalid);
     let CompileError::Overlay(e) = &err else {
         panic!("expected an overlay error, got {err}");
     };
@@ -181,7 +181,7 @@ fn one_big_schema_referenced_by_800_operations_fails_fast_with_catalog_too_large
     assert!(spec.len() < 420_000, "{}", spec.len());
     let started = Instant::now();
     let err = compile(spec.as_bytes(), &[]).unwrap_err();
-    assert_eq!(err.reason(), "CatalogTooLarge");
+    assert_eq!(err.reason(), catalog::Reason::CatalogTooLarge);
     let CompileError::CatalogTooLarge {
         document,
         limit,

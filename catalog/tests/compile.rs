@@ -245,7 +245,7 @@ fn external_refs_are_refused_naming_the_ref_and_pointer() {
     let msg = err.to_string();
     assert!(msg.contains("other.yaml#/responses/ok"), "{msg}");
     assert!(msg.contains("/paths/~1a/get/responses/200/$ref"), "{msg}");
-    assert_eq!(err.reason(), "SpecInvalid");
+    assert_eq!(err.reason(), catalog::Reason::SpecInvalid);
 }
 
 #[test]
@@ -333,7 +333,7 @@ fn strict_overlay_with_unmatched_target_fails_the_compile() {
                      "actions": [{"target": "$.paths['/nothing']", "remove": true}]});
     let ov = Overlay::parse("strict.yaml", doc.to_string().as_bytes(), true).unwrap();
     let err = compile_with(&three_ops(), &[ov], &CompileOptions::default()).unwrap_err();
-    assert_eq!(err.reason(), "OverlayTargetUnmatched");
+    assert_eq!(err.reason(), catalog::Reason::OverlayTargetUnmatched);
     assert!(err.to_string().contains("strict.yaml"), "{err}");
 }
 
@@ -350,7 +350,7 @@ fn an_overlay_that_breaks_the_document_is_blamed_not_the_document() {
     )
     .unwrap();
     let err = compile_with(&three_ops(), &[fine, breaks], &CompileOptions::default()).unwrap_err();
-    assert_eq!(err.reason(), "OverlayInvalid", "{err}");
+    assert_eq!(err.reason(), catalog::Reason::OverlayInvalid, "{err}");
     let msg = err.to_string();
     assert!(msg.starts_with("overlay breaks.yaml"), "{msg}");
     assert!(msg.contains("9.9.9"), "{msg}");
@@ -359,7 +359,7 @@ fn an_overlay_that_breaks_the_document_is_blamed_not_the_document() {
     bad["openapi"] = json!("9.9.9");
     let fine = overlay(json!([{"target": "$.info", "update": {"description": "x"}}]));
     let err = compile_with(&bad, &[fine], &CompileOptions::default()).unwrap_err();
-    assert_eq!(err.reason(), "SpecInvalid", "{err}");
+    assert_eq!(err.reason(), catalog::Reason::SpecInvalid, "{err}");
     assert!(err.to_string().contains("test.json"), "{err}");
 }
 
@@ -456,7 +456,7 @@ fn clash() -> Value {
 #[test]
 fn name_conflicts_follow_conflict_resolution() {
     let err = compile_with(&clash(), &[], &CompileOptions::default()).unwrap_err();
-    assert_eq!(err.reason(), "NameConflict");
+    assert_eq!(err.reason(), catalog::Reason::NameConflict);
     let msg = err.to_string();
     assert!(
         msg.contains("GET /a") && msg.contains("GET /b") && msg.contains("t__same"),

@@ -144,10 +144,13 @@ pub struct McpOverlayStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready` (applied cleanly to every upstream it targets) and
-    /// `OverlaysApplied`; a failing one's reason is `OverlayInvalid`,
-    /// `OverlayTargetUnmatched`, `OverlayNotFound`, `NoUpstream` or
-    /// `UpstreamNotReady`. Skipped when empty.
+    /// `Ready`: `True` with reason `Applied` when the overlay applied to
+    /// every upstream it targets. Otherwise `False`, with reason
+    /// `OverlayInvalid` (its document, or applying it to an upstream,
+    /// failed: the message names each upstream), `OverlayNotFound` (its
+    /// ConfigMap or key is missing), `NoUpstream` (nothing matches
+    /// `upstreamRef`/`upstreamSelector`) or `UpstreamNotReady` (no upstream
+    /// has a document to apply it to). Omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

@@ -526,11 +526,30 @@ pub struct McpUpstreamStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
-    /// `Ready` plus one condition per stage (`SpecResolved`,
-    /// `OverlaysApplied`, `Compiled`, `PrefixAccepted`, `Published`); the
-    /// reason of a failing one names the failure (`SpecNotFound`,
-    /// `PrefixConflict`, ...) and its message the field, JSON pointer or
-    /// resource at fault. Skipped when empty.
+    /// `Ready` plus one condition per stage, in pipeline order:
+    /// `SpecResolved`, `OverlaysApplied`, `Compiled`, `PrefixAccepted`,
+    /// `Published`. `Ready=False` carries the reason of the first failing
+    /// stage; a message names the field, JSON pointer, overlay action or
+    /// resource at fault. Reasons:
+    /// - success: `Resolved`, `Applied`, `Compiled`, `PrefixHeld`,
+    ///   `Published`; `Reconciling` (a stage not reached yet); `Stale`
+    ///   (`Published=True` while a newer generation failed: the last good
+    ///   catalog keeps serving);
+    /// - the document: `SpecNotFound` (ConfigMap, key or URL missing or
+    ///   failing), `SpecTooLarge` (over the operator's `--max-spec-bytes`),
+    ///   `SpecInvalid`;
+    /// - overlays: `OverlayNotFound`, `OverlayInvalid`,
+    ///   `OverlayTargetUnmatched` (a `strict` overlay's target matched
+    ///   nothing);
+    /// - compiling: `InvalidSettings`, `TransformInvalid`, `NameConflict`,
+    ///   `CatalogTooLarge` (over the compiler's or the operator's
+    ///   `--max-upstream-bytes` limit);
+    /// - the cluster: `PrefixConflict` (an older McpUpstream holds
+    ///   `toolPrefix`), `SecretNotFound`, `ServiceNotFound`;
+    /// - publishing: `PublishFailed`, `NotServed` (not every live gateway
+    ///   replica serves it yet).
+    ///
+    /// Omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

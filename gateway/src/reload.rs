@@ -194,7 +194,7 @@ impl CatalogStore {
         let d = Arc::new(diff(&old, &self.current.load()));
         drop(old);
         drop(build);
-        release_freed_memory();
+        catalog::release_freed_memory();
         if !d.is_empty() {
             tracing::info!(
                 added = d.added.len(),
@@ -233,7 +233,7 @@ impl CatalogStore {
                 path: path.display().to_string(),
                 source: Box::new(source),
             });
-        release_freed_memory();
+        catalog::release_freed_memory();
         result
     }
 
@@ -243,20 +243,7 @@ impl CatalogStore {
     }
 }
 
-/// Hands memory freed by a load (the parsed catalog, the replaced
-/// snapshot) back to the OS. NB: glibc keeps freed heap in its arenas, so
-/// without this the transient peak of parsing a large catalog would stay
-/// in the RSS for the life of the process.
-pub(crate) fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and shrinks the allocator's own free
-    // lists; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Schedules [`release_freed_memory`] shortly, once for any number of
+/// Schedules [`catalog::release_freed_memory`] shortly, once for any number of
 /// requests meanwhile. For work whose garbage outlives the handler: a
 /// `tools/list` page is serialised and sent after the handler returns, and
 /// a full page of a large catalog is tens of megabytes of transient JSON
@@ -273,7 +260,7 @@ pub(crate) fn release_freed_memory_soon() {
     rt.spawn(async {
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         PENDING.store(false, std::sync::atomic::Ordering::Release);
-        let _ = tokio::task::spawn_blocking(release_freed_memory).await;
+        let _ = tokio::task::spawn_blocking(catalog::release_freed_memory).await;
     });
 }
 

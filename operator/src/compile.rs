@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crds::conditions::reasons;
+use crds::conditions::Reason;
 use crds::{McpUpstream, McpUpstreamStatus};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
@@ -184,14 +184,14 @@ impl Compiler {
             },
             Ok(Err(e)) => Err(Failure::compile(&e)),
             Err(join) => Err(Failure::new(
-                reasons::SPEC_INVALID,
+                Reason::SpecInvalid,
                 format!("the compiler failed on this document: {join}"),
             )),
         };
         let compiled = Compiled { input_hash, result };
         lock(&self.cache).insert(source.to_string(), compiled.clone());
         if catalog.is_none() {
-            release_freed_memory();
+            catalog::release_freed_memory();
         }
         (compiled, catalog)
     }
@@ -220,18 +220,6 @@ fn input_hash(
     format!("{:x}", h.finalize())
 }
 
-/// Hands the compiler's freed working memory back to the OS. NB: glibc
-/// keeps freed heap in per-thread arenas, so without this every compile
-/// thread would keep the peak of the largest document it ever compiled.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks and shrinks the allocator's own free
-    // lists; it has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 fn summarize(cat: &catalog::UpstreamCatalog, overlays: &[LoadedOverlay]) -> Summary {
     let mut recorded = McpUpstreamStatus::default();
     recorded.record_catalog(cat);
@@ -239,7 +227,8 @@ fn summarize(cat: &catalog::UpstreamCatalog, overlays: &[LoadedOverlay]) -> Summ
     for o in overlays {
         let prefix = format!("overlay {}: ", o.name);
         for w in &cat.warnings {
-            if w.code != reasons::OVERLAY_TARGET_UNMATCHED || !w.message.starts_with(&prefix) {
+            if w.code != Reason::OverlayTargetUnmatched.as_str() || !w.message.starts_with(&prefix)
+            {
                 continue;
             }
             if let Some(i) = w
@@ -275,7 +264,7 @@ fn transform_failure(cat: &catalog::UpstreamCatalog) -> Option<Failure> {
         .collect();
     let first = bad.first()?;
     Some(Failure::new(
-        reasons::TRANSFORM_INVALID,
+        Reason::TransformInvalid,
         format!(
             "{} operation(s) have an invalid transform; first: {} {} at {}: {}",
             bad.len(),

@@ -2,11 +2,13 @@
 //! resource's fault (or the cluster's, when `transient`) and becomes a
 //! condition; an [`Error`] aborts the reconcile, which is retried.
 
+use crds::conditions::Reason;
+
 /// Why an upstream (or one stage of it) is not good, as a condition says it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}: {message}")]
 pub struct Failure {
-    pub reason: String,
+    pub reason: Reason,
     pub message: String,
     /// The API server or network failed, not the user's input: retry with
     /// backoff instead of reporting it as the resource's fault.
@@ -16,18 +18,19 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn new(reason: &str, message: impl Into<String>) -> Self {
+    pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Failure {
-            reason: reason.to_string(),
+            reason,
             message: message.into(),
             transient: false,
             overlay: None,
         }
     }
+    /// Retried, never written to a condition (so its reason is moot).
     pub fn transient(message: impl Into<String>) -> Self {
         Failure {
             transient: true,
-            ..Failure::new("Transient", message)
+            ..Failure::new(Reason::Reconciling, message)
         }
     }
     /// A compile error, remembering which overlay caused it (if one did).

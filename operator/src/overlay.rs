@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crds::conditions::{reasons, types};
+use crds::conditions::{types, Reason};
 use crds::{McpOverlay, McpOverlayStatus, UnmatchedTarget, MAX_STATUS_UNMATCHED};
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -29,12 +29,7 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
     let own = match ctx.sources.overlay(&ns, &o).await {
         Ok(src) => catalog::Overlay::parse(&okey, &src.bytes, src.strict)
             .map(drop)
-            .map_err(|e| {
-                (
-                    reasons::OVERLAY_INVALID.to_string(),
-                    format!("McpOverlay {okey}: {e}"),
-                )
-            }),
+            .map_err(|e| (Reason::OverlayInvalid, format!("McpOverlay {okey}: {e}"))),
         Err(f) if f.transient => return Err(f.into()),
         Err(f) => Err((f.reason, f.message)),
     };
@@ -90,20 +85,20 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
     unmatched.truncate(MAX_STATUS_UNMATCHED);
 
     let ready = match (&own, targeted.is_empty(), failed.first()) {
-        (Err((reason, message)), _, _) => Cond::fail(types::READY, reason, message),
+        (Err((reason, message)), _, _) => Cond::fail(types::READY, *reason, message),
         (Ok(()), true, _) => Cond::fail(
             types::READY,
-            reasons::NO_UPSTREAM,
+            Reason::NoUpstream,
             format!("no McpUpstream in namespace {ns} matches spec.upstreamRef / spec.upstreamSelector or lists it in spec.overlays"),
         ),
         (Ok(()), false, Some(_)) => Cond::fail(
             types::READY,
-            reasons::OVERLAY_INVALID,
+            Reason::OverlayInvalid,
             format!("failed on {} upstream(s): {}", failed.len(), failed.join("; ")),
         ),
         (Ok(()), false, None) if applied_to.is_empty() => Cond::fail(
             types::READY,
-            reasons::UPSTREAM_NOT_READY,
+            Reason::UpstreamNotReady,
             not_tried.join("; "),
         ),
         (Ok(()), false, None) => {
@@ -116,7 +111,7 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
                     "; {unmatched_count} action target(s) matched nothing (see status.unmatchedTargets)"
                 ));
             }
-            Cond::ok(types::READY, reasons::APPLIED, message)
+            Cond::ok(types::READY, Reason::Applied, message)
         }
     };
     let old = o.status.clone().unwrap_or_default();

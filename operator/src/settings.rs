@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use catalog::runtime::{ApiKeyLocation, AuthConfig, ResponseValidation, SecretRef, UpstreamConfig};
-use crds::conditions::reasons;
+use crds::conditions::Reason;
 use crds::{AuthType, McpUpstream};
 use kube::ResourceExt;
 
@@ -26,7 +26,7 @@ pub async fn read(
                 Ok(true) => {}
                 Ok(false) => {
                     return Err(Failure::new(
-                        reasons::SERVICE_NOT_FOUND,
+                        Reason::ServiceNotFound,
                         format!("spec.serviceRef: Service {ns}/{} not found", svc.name),
                     ))
                 }
@@ -50,7 +50,7 @@ pub async fn read(
         }
         (None, None) => {
             return Err(Failure::new(
-                reasons::SPEC_INVALID,
+                Reason::SpecInvalid,
                 "exactly one of spec.baseUrl or spec.serviceRef must be set",
             ))
         }
@@ -61,13 +61,13 @@ pub async fn read(
     for (name, value) in &http.headers {
         if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
             return Err(Failure::new(
-                reasons::INVALID_SETTINGS,
+                Reason::InvalidSettings,
                 format!("spec.http.headers: {name:?} is not a valid HTTP header name"),
             ));
         }
         if reqwest::header::HeaderValue::from_str(value).is_err() {
             return Err(Failure::new(
-                reasons::INVALID_SETTINGS,
+                Reason::InvalidSettings,
                 format!("spec.http.headers[{name:?}]: the value is not a valid HTTP header value (line breaks and control characters are not allowed)"),
             ));
         }
@@ -104,7 +104,7 @@ pub async fn read(
         if auth.type_ != AuthType::None {
             let Some(sref) = &auth.secret_ref else {
                 return Err(Failure::new(
-                    reasons::SECRET_NOT_FOUND,
+                    Reason::SecretNotFound,
                     "spec.auth.secretRef is required unless spec.auth.type is none",
                 ));
             };
@@ -112,7 +112,7 @@ pub async fn read(
                 Ok(Some(d)) => d,
                 Ok(None) => {
                     return Err(Failure::new(
-                        reasons::SECRET_NOT_FOUND,
+                        Reason::SecretNotFound,
                         format!("spec.auth.secretRef: Secret {ns}/{} not found", sref.name),
                     ))
                 }
@@ -127,7 +127,7 @@ pub async fn read(
             for k in sref.keys(auth.type_) {
                 let Some(v) = data.get(k) else {
                     return Err(Failure::new(
-                        reasons::SECRET_NOT_FOUND,
+                        Reason::SecretNotFound,
                         format!(
                             "spec.auth.secretRef: Secret {ns}/{} has no key {k:?}",
                             sref.name
@@ -152,7 +152,7 @@ pub async fn read(
                         (None, Some(q)) => (ApiKeyLocation::Query, q.clone()),
                         (None, None) => {
                             return Err(Failure::new(
-                                reasons::SPEC_INVALID,
+                                Reason::SpecInvalid,
                                 "spec.auth.type apiKey needs exactly one of spec.auth.header or spec.auth.query",
                             ))
                         }

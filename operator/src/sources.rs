@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crds::conditions::reasons;
+use crds::conditions::Reason;
 use crds::{McpOverlay, McpUpstream};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::Api;
@@ -122,7 +122,7 @@ impl UrlCache {
 }
 
 fn not_found(message: String) -> Failure {
-    Failure::new(reasons::SPEC_NOT_FOUND, message)
+    Failure::new(Reason::SpecNotFound, message)
 }
 
 /// Reads a key of a ConfigMap, text or binary.
@@ -212,7 +212,7 @@ impl Sources {
                     .map_err(|e| Failure::transient(format!("spec.openapi.headersFrom: {e}")))?
                     .ok_or_else(|| {
                         Failure::new(
-                            reasons::SECRET_NOT_FOUND,
+                            Reason::SecretNotFound,
                             format!("spec.openapi.headersFrom: Secret {ns}/{} not found", s.name),
                         )
                     })?,
@@ -225,7 +225,7 @@ impl Sources {
             });
         }
         Err(Failure::new(
-            reasons::SPEC_INVALID,
+            Reason::SpecInvalid,
             "spec.openapi: none of inline, configMapRef, url is set",
         ))
     }
@@ -291,7 +291,7 @@ impl Sources {
         }
         let too_large = || {
             Failure::new(
-                reasons::SPEC_TOO_LARGE,
+                Reason::SpecTooLarge,
                 format!("spec.openapi.url: {url} is larger than {max} bytes (--max-spec-bytes)"),
             )
         };
@@ -339,7 +339,7 @@ impl Sources {
             Ok(Some(b)) => b,
             Ok(None) => {
                 return Err(Failure::new(
-                    reasons::OVERLAY_NOT_FOUND,
+                    Reason::OverlayNotFound,
                     format!(
                         "McpOverlay {namespace}/{name}: spec.configMapRef: ConfigMap {namespace}/{} has no key {:?} (or does not exist)",
                         r.name, r.key
@@ -355,7 +355,7 @@ impl Sources {
         }
         } else {
             return Err(Failure::new(
-                reasons::OVERLAY_INVALID,
+                Reason::OverlayInvalid,
                 format!(
                 "McpOverlay {namespace}/{name}: neither spec.inline nor spec.configMapRef is set"
             ),

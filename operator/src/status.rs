@@ -4,6 +4,7 @@
 //! status is written only when something other than timestamps changed: a
 //! restarted operator that reaches the same conclusions writes nothing.
 
+use crds::conditions::Reason;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, Patch, PatchParams};
 use kube::Resource;
@@ -40,32 +41,32 @@ pub struct Cond {
     pub type_: &'static str,
     /// `Some(true)` True, `Some(false)` False, `None` Unknown.
     pub status: Option<bool>,
-    pub reason: String,
+    pub reason: Reason,
     pub message: String,
 }
 
 impl Cond {
-    pub fn ok(type_: &'static str, reason: &str, message: impl Into<String>) -> Self {
+    pub fn ok(type_: &'static str, reason: Reason, message: impl Into<String>) -> Self {
         Cond {
             type_,
             status: Some(true),
-            reason: reason.into(),
+            reason,
             message: message.into(),
         }
     }
-    pub fn fail(type_: &'static str, reason: &str, message: impl Into<String>) -> Self {
+    pub fn fail(type_: &'static str, reason: Reason, message: impl Into<String>) -> Self {
         Cond {
             type_,
             status: Some(false),
-            reason: reason.into(),
+            reason,
             message: message.into(),
         }
     }
-    pub fn unknown(type_: &'static str, reason: &str, message: impl Into<String>) -> Self {
+    pub fn unknown(type_: &'static str, reason: Reason, message: impl Into<String>) -> Self {
         Cond {
             type_,
             status: None,
-            reason: reason.into(),
+            reason,
             message: message.into(),
         }
     }
@@ -98,7 +99,7 @@ pub fn merge(old: &[Condition], conds: &[Cond], generation: Option<i64>) -> Vec<
             Condition {
                 type_: c.type_.to_string(),
                 status,
-                reason: c.reason.clone(),
+                reason: c.reason.as_str().to_string(),
                 message: truncate(&c.message, MAX_MESSAGE),
                 observed_generation: generation,
                 last_transition_time,
@@ -132,11 +133,19 @@ mod tests {
 
     #[test]
     fn transition_time_moves_only_with_status() {
-        let first = merge(&[], &[Cond::ok("Ready", "Published", "a")], Some(1));
+        let first = merge(&[], &[Cond::ok("Ready", Reason::Published, "a")], Some(1));
         std::thread::sleep(std::time::Duration::from_millis(5));
-        let same = merge(&first, &[Cond::ok("Ready", "Published", "b")], Some(2));
+        let same = merge(
+            &first,
+            &[Cond::ok("Ready", Reason::Published, "b")],
+            Some(2),
+        );
         assert_eq!(first[0].last_transition_time, same[0].last_transition_time);
-        let flipped = merge(&same, &[Cond::fail("Ready", "SpecInvalid", "c")], Some(3));
+        let flipped = merge(
+            &same,
+            &[Cond::fail("Ready", Reason::SpecInvalid, "c")],
+            Some(3),
+        );
         assert_ne!(
             same[0].last_transition_time,
             flipped[0].last_transition_time

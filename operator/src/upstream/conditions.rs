@@ -2,7 +2,7 @@
 //! full condition set out. Pure, so the table is tested on its own.
 
 use catalog::publish::IndexEntry;
-use crds::conditions::{reasons, types};
+use crds::conditions::{types, Reason};
 
 use crate::compile::Summary;
 use crate::error::Failure;
@@ -34,50 +34,50 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
     conds.push(match &o.spec {
         Ok(()) => Cond::ok(
             types::SPEC_RESOLVED,
-            reasons::RESOLVED,
+            Reason::Resolved,
             "the OpenAPI document was read",
         ),
-        Err(f) => Cond::fail(types::SPEC_RESOLVED, &f.reason, &f.message),
+        Err(f) => Cond::fail(types::SPEC_RESOLVED, f.reason, &f.message),
     });
     conds.push(match &o.overlays {
         None => Cond::unknown(
             types::OVERLAYS_APPLIED,
-            reasons::RECONCILING,
+            Reason::Reconciling,
             "waiting for the OpenAPI document",
         ),
         Some(Ok(names)) if names.is_empty() => {
-            Cond::ok(types::OVERLAYS_APPLIED, reasons::APPLIED, "no overlays")
+            Cond::ok(types::OVERLAYS_APPLIED, Reason::Applied, "no overlays")
         }
         Some(Ok(names)) => Cond::ok(
             types::OVERLAYS_APPLIED,
-            reasons::APPLIED,
+            Reason::Applied,
             format!("applied in order: {}", names.join(", ")),
         ),
-        Some(Err(f)) => Cond::fail(types::OVERLAYS_APPLIED, &f.reason, &f.message),
+        Some(Err(f)) => Cond::fail(types::OVERLAYS_APPLIED, f.reason, &f.message),
     });
     conds.push(match &o.compiled {
         None => Cond::unknown(
             types::COMPILED,
-            reasons::RECONCILING,
+            Reason::Reconciling,
             "not compiled: an earlier stage failed",
         ),
         Some(Ok(c)) => Cond::ok(
             types::COMPILED,
-            reasons::COMPILED,
+            Reason::Compiled,
             format!(
                 "{} tools from {} operations ({} rejected, {} warnings)",
                 c.tools, c.operations, c.rejected, c.warnings
             ),
         ),
-        Some(Err(f)) => Cond::fail(types::COMPILED, &f.reason, &f.message),
+        Some(Err(f)) => Cond::fail(types::COMPILED, f.reason, &f.message),
     });
     conds.push(match &o.prefix {
         Ok(()) => Cond::ok(
             types::PREFIX_ACCEPTED,
-            reasons::PREFIX_HELD,
+            Reason::PrefixHeld,
             "this upstream holds its tool prefix",
         ),
-        Err(f) => Cond::fail(types::PREFIX_ACCEPTED, &f.reason, &f.message),
+        Err(f) => Cond::fail(types::PREFIX_ACCEPTED, f.reason, &f.message),
     });
     let served_note = match o.served {
         Some(ServedBy { live: 0, .. }) | None => {
@@ -92,7 +92,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
     let published = match &o.published {
         Published::Current(e) if not_served => Cond::fail(
             types::PUBLISHED,
-            reasons::NOT_SERVED,
+            Reason::NotServed,
             format!(
                 "catalog {} is published; {served_note} so far",
                 short(&e.catalog_hash)
@@ -100,7 +100,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
         ),
         Published::Current(e) => Cond::ok(
             types::PUBLISHED,
-            reasons::PUBLISHED,
+            Reason::Published,
             format!(
                 "{} tools published (catalog {}, {} chunk(s)); {served_note}",
                 e.tool_count,
@@ -110,7 +110,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
         ),
         Published::Stale(e, f) => Cond::ok(
             types::PUBLISHED,
-            reasons::STALE,
+            Reason::Stale,
             format!(
                 "the current spec is not published ({}); the last good catalog {} with {} tools keeps serving",
                 f.reason,
@@ -118,7 +118,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
                 e.tool_count
             ),
         ),
-        Published::Not(f) => Cond::fail(types::PUBLISHED, &f.reason, &f.message),
+        Published::Not(f) => Cond::fail(types::PUBLISHED, f.reason, &f.message),
     };
     // Ready: the first failure in pipeline order, else published.
     let first_failure = [
@@ -135,7 +135,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
     let ready = match (&first_failure, &o.published) {
         (None, Published::Current(e)) if not_served => Cond::fail(
             types::READY,
-            reasons::NOT_SERVED,
+            Reason::NotServed,
             format!(
                 "{} tools published under prefix {:?}; {served_note} so far",
                 e.tool_count, e.prefix
@@ -143,7 +143,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
         ),
         (None, Published::Current(e)) => Cond::ok(
             types::READY,
-            reasons::PUBLISHED,
+            Reason::Published,
             format!(
                 "{} tools published under prefix {:?}",
                 e.tool_count, e.prefix
@@ -151,7 +151,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
         ),
         (Some(f), Published::Stale(e, _)) => Cond::fail(
             types::READY,
-            &f.reason,
+            f.reason,
             format!(
                 "{}; still serving the last good catalog {} ({} tools)",
                 f.message,
@@ -159,9 +159,9 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
                 e.tool_count
             ),
         ),
-        (Some(f), _) => Cond::fail(types::READY, &f.reason, &f.message),
+        (Some(f), _) => Cond::fail(types::READY, f.reason, &f.message),
         (None, Published::Stale(_, f) | Published::Not(f)) => {
-            Cond::fail(types::READY, &f.reason, &f.message)
+            Cond::fail(types::READY, f.reason, &f.message)
         }
     };
     conds.insert(0, ready);
@@ -178,7 +178,7 @@ mod tests {
     use super::*;
     use std::sync::OnceLock;
 
-    fn fail(reason: &str) -> Failure {
+    fn fail(reason: Reason) -> Failure {
         Failure::new(reason, format!("{reason} message"))
     }
 
@@ -244,7 +244,7 @@ mod tests {
             ]
         );
         assert!(conds.iter().all(|c| c.status == Some(true)), "{conds:#?}");
-        assert_eq!(conds[0].reason, reasons::PUBLISHED);
+        assert_eq!(conds[0].reason, Reason::Published);
         assert_eq!(conds[0].message, "3 tools published under prefix \"pets\"");
         assert_eq!(
             by_type(&conds, types::OVERLAYS_APPLIED).message,
@@ -283,10 +283,7 @@ mod tests {
         let conds = conditions(&o);
         for t in [types::READY, types::PUBLISHED] {
             let c = by_type(&conds, t);
-            assert_eq!(
-                (c.status, c.reason.as_str()),
-                (Some(false), reasons::NOT_SERVED)
-            );
+            assert_eq!((c.status, c.reason), (Some(false), Reason::NotServed));
             assert!(c.message.contains("served by 1 of 2"), "{}", c.message);
         }
     }
@@ -302,7 +299,7 @@ mod tests {
         ] {
             let conds = conditions(&Outcome { served, ..good() });
             assert_eq!(conds[0].status, Some(true));
-            assert!(conds[0].reason == reasons::PUBLISHED);
+            assert!(conds[0].reason == Reason::Published);
             assert!(by_type(&conds, types::PUBLISHED)
                 .message
                 .contains("no gateway replica reports what it serves"));
@@ -312,21 +309,21 @@ mod tests {
     #[test]
     fn a_missing_document_leaves_later_stages_unknown() {
         let o = Outcome {
-            spec: Err(fail(reasons::SPEC_NOT_FOUND)),
+            spec: Err(fail(Reason::SpecNotFound)),
             overlays: None,
             compiled: None,
-            published: Published::Not(fail(reasons::SPEC_NOT_FOUND)),
+            published: Published::Not(fail(Reason::SpecNotFound)),
             served: None,
             ..good()
         };
         let conds = conditions(&o);
         assert_eq!(
-            (conds[0].status, conds[0].reason.as_str()),
-            (Some(false), reasons::SPEC_NOT_FOUND)
+            (conds[0].status, conds[0].reason),
+            (Some(false), Reason::SpecNotFound)
         );
         for t in [types::OVERLAYS_APPLIED, types::COMPILED] {
             let c = by_type(&conds, t);
-            assert_eq!((c.status, c.reason.as_str()), (None, reasons::RECONCILING));
+            assert_eq!((c.status, c.reason), (None, Reason::Reconciling));
         }
         assert_eq!(by_type(&conds, types::PUBLISHED).status, Some(false));
     }
@@ -334,20 +331,20 @@ mod tests {
     #[test]
     fn a_failed_new_version_is_not_ready_but_the_last_good_one_is_published_stale() {
         let o = Outcome {
-            compiled: Some(Err(fail(reasons::SPEC_INVALID))),
-            published: Published::Stale(entry(), fail(reasons::SPEC_INVALID)),
+            compiled: Some(Err(fail(Reason::SpecInvalid))),
+            published: Published::Stale(entry(), fail(Reason::SpecInvalid)),
             ..good()
         };
         let conds = conditions(&o);
         assert_eq!(
-            (conds[0].status, conds[0].reason.as_str()),
-            (Some(false), reasons::SPEC_INVALID)
+            (conds[0].status, conds[0].reason),
+            (Some(false), Reason::SpecInvalid)
         );
         assert!(conds[0]
             .message
             .ends_with("still serving the last good catalog 0123456789ab (3 tools)"));
         let p = by_type(&conds, types::PUBLISHED);
-        assert_eq!((p.status, p.reason.as_str()), (Some(true), reasons::STALE));
+        assert_eq!((p.status, p.reason), (Some(true), Reason::Stale));
         assert!(p.message.contains("(SpecInvalid)"), "{}", p.message);
         assert_eq!(by_type(&conds, types::COMPILED).status, Some(false));
     }
@@ -355,18 +352,15 @@ mod tests {
     #[test]
     fn a_lost_prefix_is_reported_on_its_own_condition_and_ready() {
         let o = Outcome {
-            prefix: Err(fail(reasons::PREFIX_CONFLICT)),
-            published: Published::Not(fail(reasons::PREFIX_CONFLICT)),
+            prefix: Err(fail(Reason::PrefixConflict)),
+            published: Published::Not(fail(Reason::PrefixConflict)),
             served: None,
             ..good()
         };
         let conds = conditions(&o);
         for t in [types::READY, types::PREFIX_ACCEPTED, types::PUBLISHED] {
             let c = by_type(&conds, t);
-            assert_eq!(
-                (c.status, c.reason.as_str()),
-                (Some(false), reasons::PREFIX_CONFLICT)
-            );
+            assert_eq!((c.status, c.reason), (Some(false), Reason::PrefixConflict));
         }
         assert_eq!(by_type(&conds, types::COMPILED).status, Some(true));
     }
@@ -374,13 +368,13 @@ mod tests {
     #[test]
     fn bad_settings_show_on_ready_only() {
         let o = Outcome {
-            runtime: Some(Err(fail(reasons::SECRET_NOT_FOUND))),
-            published: Published::Not(fail(reasons::SECRET_NOT_FOUND)),
+            runtime: Some(Err(fail(Reason::SecretNotFound))),
+            published: Published::Not(fail(Reason::SecretNotFound)),
             served: None,
             ..good()
         };
         let conds = conditions(&o);
-        assert_eq!(conds[0].reason, reasons::SECRET_NOT_FOUND);
+        assert_eq!(conds[0].reason, Reason::SecretNotFound);
         for t in [
             types::SPEC_RESOLVED,
             types::OVERLAYS_APPLIED,
@@ -394,14 +388,14 @@ mod tests {
     #[test]
     fn a_publishing_failure_without_an_earlier_one_is_readys_reason() {
         let o = Outcome {
-            published: Published::Not(fail(reasons::CATALOG_TOO_LARGE)),
+            published: Published::Not(fail(Reason::CatalogTooLarge)),
             served: None,
             ..good()
         };
         let conds = conditions(&o);
         assert_eq!(
-            (conds[0].status, conds[0].reason.as_str()),
-            (Some(false), reasons::CATALOG_TOO_LARGE)
+            (conds[0].status, conds[0].reason),
+            (Some(false), Reason::CatalogTooLarge)
         );
     }
 
@@ -411,16 +405,24 @@ mod tests {
     /// is the first failure in pipeline order.
     #[test]
     fn the_whole_truth_table_holds_its_invariants() {
-        let specs = [Ok(()), Err(fail("S"))];
-        let overlays = [None, Some(Ok(vec![])), Some(Err(fail("O")))];
-        let compiled = [None, Some(Ok(summary())), Some(Err(fail("C")))];
-        let prefixes = [Ok(()), Err(fail("P"))];
-        let runtimes = [None, Some(Ok(())), Some(Err(fail("R")))];
+        let specs = [Ok(()), Err(fail(Reason::SpecNotFound))];
+        let overlays = [
+            None,
+            Some(Ok(vec![])),
+            Some(Err(fail(Reason::OverlayInvalid))),
+        ];
+        let compiled = [
+            None,
+            Some(Ok(summary())),
+            Some(Err(fail(Reason::SpecInvalid))),
+        ];
+        let prefixes = [Ok(()), Err(fail(Reason::PrefixConflict))];
+        let runtimes = [None, Some(Ok(())), Some(Err(fail(Reason::SecretNotFound)))];
         let published = || {
             [
                 Published::Current(entry()),
-                Published::Stale(entry(), fail("X")),
-                Published::Not(fail("N")),
+                Published::Stale(entry(), fail(Reason::CatalogTooLarge)),
+                Published::Not(fail(Reason::PublishFailed)),
             ]
         };
         let served = [
@@ -497,6 +499,5 @@ mod tests {
                 assert_eq!(ready.reason, f.reason);
             }
         }
-        assert!(conds.iter().all(|c| !c.reason.is_empty()));
     }
 }

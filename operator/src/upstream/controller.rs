@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crds::conditions::reasons;
+use crds::conditions::Reason;
 use crds::{McpOverlay, McpUpstream};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
@@ -205,7 +205,7 @@ fn prefix_neighbours(ctx: &Context, u: &McpUpstream) -> Vec<ObjectRef<McpUpstrea
                 || o.status
                     .as_ref()
                     .and_then(|s| status::ready(&s.conditions))
-                    .is_some_and(|c| c.reason == reasons::PREFIX_CONFLICT)
+                    .is_some_and(|c| c.reason == Reason::PrefixConflict.as_str())
         })
         .map(|o| ObjectRef::from_obj(o.as_ref()))
         .collect()

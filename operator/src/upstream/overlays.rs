@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crds::conditions::reasons;
+use crds::conditions::Reason;
 use crds::{McpOverlay, McpUpstream};
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::ObjectRef;
@@ -41,7 +41,7 @@ pub async fn load(
         let okey = format!("{ns}/{name}");
         let Some(o) = all.iter().find(|o| o.name_any() == name) else {
             first_failure.get_or_insert(Failure::new(
-                reasons::OVERLAY_NOT_FOUND,
+                Reason::OverlayNotFound,
                 format!("spec.overlays: McpOverlay {okey} not found"),
             ));
             continue;
@@ -73,7 +73,7 @@ pub async fn load(
                 loaded.push(LoadedOverlay::new(okey, src.bytes, src.strict, parsed));
             }
             Err(e) => {
-                let f = Failure::new(reasons::OVERLAY_INVALID, format!("McpOverlay {okey}: {e}"));
+                let f = Failure::new(Reason::OverlayInvalid, format!("McpOverlay {okey}: {e}"));
                 outcomes.insert(
                     okey,
                     OverlayOutcome {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use catalog::publish::{IndexEntry, PublishedUpstream, PUBLISHED_FORMAT};
 use catalog::runtime::UpstreamConfig;
-use crds::conditions::reasons;
+use crds::conditions::Reason;
 use crds::McpUpstream;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -16,7 +16,7 @@ use kube::{Resource, ResourceExt};
 
 use super::conditions::{Outcome, Published};
 use super::{overlays, report};
-use crate::compile::{release_freed_memory, LoadedOverlay, Summary};
+use crate::compile::{LoadedOverlay, Summary};
 use crate::context::{Context, OverlayOutcome};
 use crate::error::{Error, Failure};
 use crate::metrics::Metrics;
@@ -170,7 +170,7 @@ async fn publish(
         (Ok(()), Some(Err(f)), _) => return Ok(stale_or_not(current, f.clone())),
         (Ok(()), None, _) => {
             let why = spec.as_ref().err().cloned();
-            let why = why.unwrap_or_else(|| Failure::new(reasons::SPEC_INVALID, "not compiled"));
+            let why = why.unwrap_or_else(|| Failure::new(Reason::SpecInvalid, "not compiled"));
             return Ok(stale_or_not(current, why));
         }
         (Ok(()), Some(Ok(_)), Err(f)) => return Ok(stale_or_not(current, f.clone())),
@@ -178,7 +178,7 @@ async fn publish(
     let identity = catalog::publish::identity(&source, config, &summary.catalog_hash);
     let too_large = |size: usize| {
         Failure::new(
-            reasons::CATALOG_TOO_LARGE,
+            Reason::CatalogTooLarge,
             format!(
                 "the compiled catalog is {size} bytes gzipped ({} tools), over the operator's cap of {} bytes (--max-upstream-bytes); exclude toolsets or disable operations to shrink it",
                 summary.tools,
@@ -222,7 +222,7 @@ async fn publish(
         tool_count: published.catalog.tools.len(),
     };
     drop(published);
-    release_freed_memory();
+    catalog::release_freed_memory();
     let _ = summary.encoded_size.set(encoded.size);
     if encoded.size > ctx.options.max_upstream_bytes {
         return Ok(stale_or_not(current, too_large(encoded.size)));
@@ -319,7 +319,7 @@ fn prefix_claim(ctx: &Context, u: &McpUpstream) -> Result<(), Failure> {
         Some(h) => {
             let holder = &claims[h];
             Err(Failure::new(
-                reasons::PREFIX_CONFLICT,
+                Reason::PrefixConflict,
                 format!(
                     "spec.toolPrefix {:?} is held by McpUpstream {}/{}, which claimed it first; this upstream's tools are not published until that one is deleted or changes its prefix",
                     u.spec.tool_prefix, holder.namespace, holder.name

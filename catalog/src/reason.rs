@@ -1,0 +1,125 @@
+//! Why an upstream or overlay is, or is not, usable: one CamelCase word per
+//! cause, shared by the compiler's errors and the operator's Kubernetes
+//! conditions (`status.conditions[].reason`).
+//!
+//! These names are API: users match on them (`kubectl wait`, alerts on
+//! `reason=PrefixConflict`), so they never change once released.
+//! Operations the compiler rejects carry [`crate::RejectReason`] names in
+//! `status.rejectedOperations[].reason`, not these.
+
+macro_rules! reasons {
+    ($( $(#[doc = $doc:literal])* $variant:ident, )*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Reason {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl Reason {
+            /// Every reason, in declaration order.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant),*];
+
+            /// The reason as written to a condition.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => stringify!($variant),)*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    // Success reasons: one per condition type.
+    /// `SpecResolved=True`.
+    Resolved,
+    /// `OverlaysApplied=True`; on an McpOverlay, `Ready=True`.
+    Applied,
+    /// `Compiled=True`.
+    Compiled,
+    /// `PrefixAccepted=True`.
+    PrefixHeld,
+    /// `Published=True` and `Ready=True`.
+    Published,
+    /// Work is in progress for the current generation (first reconcile).
+    Reconciling,
+    /// `Published=True` while a newer generation failed: the last good
+    /// version keeps serving; the message names its catalog hash.
+    Stale,
+
+    // Failure reasons. Messages name the field, the JSON pointer or overlay
+    // action and, for conflicts, the other resource.
+    /// The OpenAPI document could not be fetched: missing ConfigMap or key,
+    /// URL unreachable or answering an error status (the message carries the
+    /// URL and status).
+    SpecNotFound,
+    /// The OpenAPI document at `spec.openapi.url` is larger than the
+    /// operator's cap (`--max-spec-bytes`).
+    SpecTooLarge,
+    /// The OpenAPI document was read but is not a valid OpenAPI 2.0/3.x
+    /// document.
+    SpecInvalid,
+    /// An overlay named in `spec.overlays` does not exist, or its document's
+    /// ConfigMap is missing.
+    OverlayNotFound,
+    /// An overlay document does not parse or an action fails (bad JSONPath,
+    /// bad update).
+    OverlayInvalid,
+    /// A `strict` overlay has an action whose target matched nothing.
+    OverlayTargetUnmatched,
+    /// Settings that cannot work: the message names the field (e.g.
+    /// `spec.naming.separator`, `spec.http.headers`).
+    InvalidSettings,
+    /// An `x-mcp-*` transform does not compile.
+    TransformInvalid,
+    /// Two operations compile to one tool name and `naming.conflictResolution`
+    /// is `error`.
+    NameConflict,
+    /// Another (older) McpUpstream holds `toolPrefix`; the message names it
+    /// as `namespace/name`.
+    PrefixConflict,
+    /// The catalog's schemas pass the compiler's size limit (the compile
+    /// stops there), or the compiled catalog exceeds the operator's
+    /// publishing cap (`--max-upstream-bytes`).
+    CatalogTooLarge,
+    /// A Secret named in `auth.secretRef` or `openapi.headersFrom` (or one of
+    /// its keys) is missing.
+    SecretNotFound,
+    /// The Service named in `serviceRef` does not exist.
+    ServiceNotFound,
+    /// An McpOverlay's `upstreamRef`/`upstreamSelector` matches no
+    /// McpUpstream.
+    NoUpstream,
+    /// An McpOverlay was applied to none of its upstreams: they have no
+    /// OpenAPI document to apply it to (the message names each upstream and
+    /// its `SpecResolved` failure).
+    UpstreamNotReady,
+    /// Publishing to the gateway's ConfigMaps failed.
+    PublishFailed,
+    /// Published, but not every live gateway replica serves it yet.
+    NotServed,
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    #[test]
+    fn reasons_are_distinct_camel_case_words() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in Reason::ALL {
+            let s = r.as_str();
+            assert!(
+                s.chars().next().is_some_and(|c| c.is_ascii_uppercase()),
+                "{s}"
+            );
+            assert!(s.chars().all(|c| c.is_ascii_alphanumeric()), "{s}");
+            assert!(seen.insert(s), "{s} twice");
+        }
+    }
+}

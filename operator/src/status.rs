@@ -17,21 +17,53 @@ pub const FIELD_MANAGER: &str = "toolgate-operator";
 /// status field, so the API server removes the ones it no longer sets (no
 /// nulls written by hand), and `force` takes back a field someone else
 /// edited.
+///
+/// NB: apply removes only fields *this manager* applied before. A field
+/// another manager set with a plain update, and this apply does not set,
+/// stays: the status an older operator wrote with merge patches, or a
+/// hand edit. Those are cleared once with a merge patch, so the status is
+/// exactly what was applied.
 pub async fn apply<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<(), kube::Error>
 where
-    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Serialize,
 {
+    let status = serde_json::to_value(status).unwrap_or_default();
     let body = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
         "status": status,
     });
-    api.patch_status(
-        name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await?;
+    let written = serde_json::to_value(&written).unwrap_or_default();
+    let leftover: serde_json::Map<String, serde_json::Value> = written["status"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| status.get(k.as_str()).is_none())
+        .map(|(k, _)| (k.clone(), serde_json::Value::Null))
+        .collect();
+    if !leftover.is_empty() {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        api.patch_status(
+            name,
+            &params,
+            &Patch::Merge(serde_json::json!({ "status": leftover })),
+        )
+        .await?;
+    }
     Ok(())
 }
 

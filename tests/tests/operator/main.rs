@@ -1100,7 +1100,8 @@ async fn status_is_server_side_applied_and_edits_by_others_are_taken_back() {
     })
     .await;
 
-    // Someone else edits the status: the operator takes it back.
+    // Someone else edits the status, changing a field the operator sets
+    // and adding one it does not: the operator takes both back.
     let hash = w
         .upstream(NS, "pets")
         .await
@@ -1111,13 +1112,13 @@ async fn status_is_server_side_applied_and_edits_by_others_are_taken_back() {
         .patch_status(
             "pets",
             &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"catalogHash": "edited"}})),
+            &Patch::Merge(json!({"status": {"catalogHash": "edited", "warnings": ["edited"]}})),
         )
         .await
         .expect("edit status");
     eventually("the edit is undone", WAIT, || async {
         let s = w.upstream(NS, "pets").await.status?;
-        (s.catalog_hash == hash).then_some(())
+        (s.catalog_hash == hash && s.warnings.is_empty()).then_some(())
     })
     .await;
     op.stop().await;

@@ -4,17 +4,9 @@
 //! A plain harness (no criterion): each measurement is the median of
 //! several runs after a warm-up, printed as a table.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use catalog::{compile_upstream, CompileOptions, UpstreamSource};
-
-fn corpus_dir() -> PathBuf {
-    match std::env::var_os("TOOLGATE_SPECS") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs")),
-    }
-}
 
 fn median(mut f: impl FnMut(), runs: usize) -> Duration {
     f();
@@ -44,7 +36,7 @@ fn main() {
         "box-openapi.json",
         "discord-openapi.json",
     ] {
-        let bytes = std::fs::read(corpus_dir().join(file)).expect("corpus file");
+        let bytes = toolgate_corpus::read(file);
         let parse = median(
             || {
                 std::hint::black_box(catalog::spec::parse_value(file, &bytes).expect("parse"));

@@ -1598,17 +1598,9 @@ mod tests {
         assert_eq!(err.overlay, "bad.overlay.yaml");
     }
 
-    fn corpus() -> std::path::PathBuf {
-        match std::env::var_os("TOOLGATE_SPECS") {
-            Some(dir) => dir.into(),
-            None => concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs").into(),
-        }
-    }
-
     #[test]
     fn overlay_applies_to_the_corpus_petstore() {
-        let path = corpus().join("oai-petstore-v3.yaml");
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let bytes = toolgate_corpus::read("oai-petstore-v3.yaml");
         let mut doc = crate::spec::parse_value("oai-petstore-v3.yaml", &bytes).unwrap();
         let o = overlay(&format!(
             "{HEAD_11}actions:\n\

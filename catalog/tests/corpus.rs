@@ -3,22 +3,12 @@
 //! is valid and unique, every schema compiles, and compiling is
 //! deterministic.
 
-use std::path::PathBuf;
-
 use catalog::{compile_upstream, Catalog, CompileOptions, UpstreamCatalog, UpstreamSource};
 use serde_json::Value;
 
-/// `TOOLGATE_SPECS`, else `shared/specs` beside the checkout.
-fn corpus_dir() -> PathBuf {
-    match std::env::var_os("TOOLGATE_SPECS") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs")),
-    }
-}
-
 /// `(file, ops)` rows of INDEX.md's first table.
 fn index() -> Vec<(String, usize)> {
-    let text = std::fs::read_to_string(corpus_dir().join("INDEX.md"))
+    let text = std::fs::read_to_string(toolgate_corpus::specs_dir().join("INDEX.md"))
         .expect("corpus INDEX.md (set TOOLGATE_SPECS to the specs folder)");
     let mut rows = Vec::new();
     for line in text.lines() {
@@ -40,7 +30,7 @@ fn index() -> Vec<(String, usize)> {
 }
 
 fn compile(file: &str, options: &CompileOptions) -> UpstreamCatalog {
-    let bytes = std::fs::read(corpus_dir().join(file)).expect("read corpus file");
+    let bytes = toolgate_corpus::read(file);
     compile_upstream(&UpstreamSource {
         prefix: "corpus",
         document: file,

@@ -1,18 +1,9 @@
 //! Property test: mutated real documents and random overlays never make the
 //! compiler panic or hang; they compile or fail with an error.
 
-use std::path::PathBuf;
-
 use catalog::{compile_upstream, CompileOptions, Overlay, UpstreamSource};
 use proptest::prelude::*;
 use serde_json::{json, Value};
-
-fn corpus_dir() -> PathBuf {
-    match std::env::var_os("TOOLGATE_SPECS") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs")),
-    }
-}
 
 fn base_docs() -> Vec<Value> {
     [
@@ -22,7 +13,7 @@ fn base_docs() -> Vec<Value> {
     ]
     .iter()
     .map(|f| {
-        let bytes = std::fs::read(corpus_dir().join(f)).expect("corpus file");
+        let bytes = toolgate_corpus::read(f);
         catalog::spec::parse_value(f, &bytes).expect("parse")
     })
     .collect()

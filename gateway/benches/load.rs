@@ -26,7 +26,7 @@
 //! Env: `BENCH_SECONDS` (default 5) per measurement.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -464,13 +464,6 @@ async fn load(tmp: &Path) {
 
 // -------------------------------------------------------------- memory
 
-fn corpus_dir() -> PathBuf {
-    match std::env::var("TOOLGATE_SPECS") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs")),
-    }
-}
-
 fn status_kib(pid: u32, field: &str) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     s.lines()
@@ -484,26 +477,7 @@ fn mib(kib: u64) -> f64 {
 }
 
 async fn memory(tmp: &Path) {
-    let dir = corpus_dir();
-    let mut paths: Vec<PathBuf> = match std::fs::read_dir(&dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                matches!(
-                    p.extension().and_then(|e| e.to_str()),
-                    Some("json" | "yaml" | "yml")
-                )
-            })
-            .collect(),
-        Err(e) => {
-            println!(
-                "\nmemory: corpus {} unreadable ({e}); skipped",
-                dir.display()
-            );
-            return;
-        }
-    };
-    paths.sort();
+    let paths = toolgate_corpus::documents();
     let mut upstreams = Vec::new();
     let mut config = String::from("upstreams:\n");
     let mut skipped = Vec::new();

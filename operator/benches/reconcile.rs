@@ -22,15 +22,8 @@ use toolgate_tests::apiserver::ApiServer;
 const PUBLISH_NS: &str = "toolgate-system";
 const NS: &str = "bench";
 
-fn corpus_dir() -> PathBuf {
-    match std::env::var_os("TOOLGATE_SPECS") {
-        Some(p) => PathBuf::from(p),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs")),
-    }
-}
-
 fn petstore() -> String {
-    std::fs::read_to_string(corpus_dir().join("oai-petstore-v3.yaml")).expect("corpus petstore")
+    String::from_utf8(toolgate_corpus::read("oai-petstore-v3.yaml")).expect("a UTF-8 petstore")
 }
 
 struct OperatorProcess(Child);
@@ -159,14 +152,12 @@ async fn main() {
     );
 
     // 2. scale: the corpus, served over loopback HTTP.
-    let mut files: Vec<String> = std::fs::read_dir(corpus_dir())
-        .expect("corpus dir")
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|f| f.ends_with(".json") || f.ends_with(".yaml"))
+    let files: Vec<String> = toolgate_corpus::documents()
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|f| f.to_string_lossy().into_owned())
         .collect();
-    files.sort();
-    let app = axum::Router::new().fallback(serve_dir(corpus_dir()));
+    let app = axum::Router::new().fallback(serve_dir(toolgate_corpus::specs_dir()));
     let addr = toolgate_tests::serve_loopback(app).await;
     let start = Instant::now();
     for i in 0..scale {

@@ -107,7 +107,9 @@ impl Elector {
     }
 
     /// One round: true if this replica holds the Lease afterwards.
-    async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
+    /// [`acquire`](Self::acquire) and [`keep`](Self::keep) loop over it;
+    /// public so tests can drive replicas round by round.
+    pub async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
         let duration_s = LEASE_DURATION.as_secs() as i32;
         let Some(mut lease) = self.api.get_opt(&self.name).await? else {
             let lease = Lease {

@@ -5,7 +5,8 @@
 #     lint and render charts/toolgate where no helm binary can be installed;
 #   - kubernetes-validate: the Kubernetes OpenAPI schemas, to validate every
 #     rendered object.
-# Both come from PyPI. Without them those tests print a note and skip.
+# Both come from PyPI. Without them those tests print a note and skip, or
+# fail under CI=true (.ci/run sets it).
 #
 #   export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh)
 #   cargo test -p toolgate-tests --test apiserver deploy

@@ -1,9 +1,12 @@
 //! Test support for toolgate's cross-crate end-to-end tests.
 //!
 //! [`apiserver`] is an in-memory Kubernetes API server that the real
-//! operator, `kube` client and `kubectl` run against over HTTP.
+//! operator, `kube` client and `kubectl` run against over HTTP. [`tools`]
+//! finds the external programs some tests drive, failing under CI when one
+//! is missing.
 
 pub mod apiserver;
+pub mod tools;
 
 /// Serves `app` on a free loopback port in the background (a test upstream,
 /// a spec server); returns its address.

@@ -1,5 +1,6 @@
 //! The in-memory API server driven by the real `kubectl` (a subprocess),
-//! the way a person tries toolgate by hand.
+//! the way a person tries toolgate by hand. Without kubectl these fail
+//! under CI and print a skip elsewhere (`toolgate_tests::tools`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,16 +9,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
+use toolgate_tests::tools;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
 
-fn kubectl_path() -> PathBuf {
-    std::env::var_os("KUBECTL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("kubectl"))
-}
-
 struct Kubectl {
+    kubectl: PathBuf,
     dir: tempfile::TempDir,
 }
 
@@ -28,12 +25,12 @@ struct Out {
 }
 
 impl Kubectl {
-    fn new(server: &ApiServerHandle) -> Self {
+    fn new(server: &ApiServerHandle, kubectl: PathBuf) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         server
             .write_kubeconfig(&dir.path().join("config"))
             .expect("kubeconfig");
-        Kubectl { dir }
+        Kubectl { kubectl, dir }
     }
 
     fn config(&self) -> PathBuf {
@@ -41,7 +38,7 @@ impl Kubectl {
     }
 
     async fn run(&self, args: &[&str]) -> Out {
-        let mut cmd = Command::new(kubectl_path());
+        let mut cmd = Command::new(&self.kubectl);
         cmd.arg("--kubeconfig").arg(self.config());
         cmd.arg("--cache-dir").arg(self.dir.path().join("cache"));
         cmd.args(args);
@@ -49,7 +46,7 @@ impl Kubectl {
         let out = tokio::task::spawn_blocking(move || cmd.output())
             .await
             .expect("join")
-            .unwrap_or_else(|e| panic!("cannot run kubectl (set KUBECTL to its path): {e}"));
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.kubectl.display()));
         let o = Out {
             ok: out.status.success(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -72,8 +69,11 @@ fn fixture(name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_a_crd_and_its_resource_server_side_then_gets_and_describes_it() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
     let server = ApiServer::start().await.unwrap();
-    let k = Kubectl::new(&server);
+    let k = Kubectl::new(&server, kubectl);
     let crd = fixture("gadget-crd.yaml");
     let cr = fixture("gadget.yaml");
     // As against a real cluster: kubectl resolves every kind before
@@ -201,8 +201,11 @@ async fn kubectl_applies_a_crd_and_its_resource_server_side_then_gets_and_descri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_is_rejected_by_a_cel_rule_with_its_message() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
     let server = ApiServer::start().await.unwrap();
-    let k = Kubectl::new(&server);
+    let k = Kubectl::new(&server, kubectl);
     k.ok(&["apply", "--server-side", "-f", &fixture("gadget-crd.yaml")])
         .await;
     let bad = k.dir.path().join("bad.yaml");
@@ -225,8 +228,11 @@ async fn kubectl_apply_is_rejected_by_a_cel_rule_with_its_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_manages_built_in_kinds() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
     let server = ApiServer::start().await.unwrap();
-    let k = Kubectl::new(&server);
+    let k = Kubectl::new(&server, kubectl);
     let ns = k.ok(&["get", "namespaces"]).await;
     assert!(
         ns.lines().next().unwrap_or_default().starts_with("NAME"),
@@ -324,6 +330,9 @@ async fn kubectl_manages_built_in_kinds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fake_apiserver_binary_prints_its_url_and_writes_a_usable_kubeconfig() {
     use std::io::{BufRead, BufReader};
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("kubeconfig");
     let mut child = Command::new(env!("CARGO_BIN_EXE_fake-apiserver"))
@@ -343,7 +352,7 @@ async fn the_fake_apiserver_binary_prints_its_url_and_writes_a_usable_kubeconfig
     .unwrap();
     assert!(url.trim().starts_with("http://127.0.0.1:"), "{url}");
     let cache = dir.path().join("cache");
-    let mut cmd = Command::new(kubectl_path());
+    let mut cmd = Command::new(kubectl);
     cmd.arg("--kubeconfig")
         .arg(&config)
         .arg("--cache-dir")
@@ -365,11 +374,14 @@ async fn the_fake_apiserver_binary_prints_its_url_and_writes_a_usable_kubeconfig
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_watch_prints_rows_as_objects_change() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
     let server = ApiServer::start().await.unwrap();
-    let k = Kubectl::new(&server);
+    let k = Kubectl::new(&server, kubectl);
     k.ok(&["create", "configmap", "first", "--from-literal=a=b"])
         .await;
-    let mut cmd = Command::new(kubectl_path());
+    let mut cmd = Command::new(&k.kubectl);
     cmd.arg("--kubeconfig")
         .arg(k.config())
         .arg("--cache-dir")
@@ -405,8 +417,11 @@ async fn kubectl_get_watch_prints_rows_as_objects_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_from_a_kubeconfig_as_a_user_are_counted_as_that_user() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
     let server = ApiServer::start().await.unwrap();
-    let k = Kubectl::new(&server);
+    let k = Kubectl::new(&server, kubectl);
     std::fs::write(k.config(), server.kubeconfig_as("ops")).unwrap();
     k.ok(&["get", "configmaps"]).await;
     assert!(

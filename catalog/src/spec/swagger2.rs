@@ -1735,16 +1735,8 @@ mod tests {
 
     // ---- corpus ----
 
-    fn corpus_dir() -> std::path::PathBuf {
-        match std::env::var_os("TOOLGATE_SPECS") {
-            Some(p) => p.into(),
-            None => concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs").into(),
-        }
-    }
-
     fn load_corpus(file: &str) -> crate::spec::Document {
-        let path = corpus_dir().join(file);
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let bytes = toolgate_corpus::read(file);
         let raw = crate::spec::parse_value(file, &bytes).expect("parses");
         crate::spec::load(file, raw, false).expect("loads and converts")
     }

@@ -1,14 +1,5 @@
-use std::path::PathBuf;
-
 use gateway::config::GatewayConfig;
 use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
-
-fn corpus_dir() -> PathBuf {
-    match std::env::var("TOOLGATE_SPECS") {
-        Ok(d) => PathBuf::from(d),
-        Err(_) => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs")),
-    }
-}
 
 /// Whatever the compiler emits for the real-world corpus, the gateway can
 /// serve: every input/output/response schema compiles as a validator and
@@ -16,18 +7,7 @@ fn corpus_dir() -> PathBuf {
 #[test]
 fn every_compiled_corpus_catalog_builds_one_snapshot() {
     gateway::upstream::install_crypto_provider();
-    let dir = corpus_dir();
-    let mut entries: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus at {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            matches!(
-                p.extension().and_then(|e| e.to_str()),
-                Some("json" | "yaml")
-            )
-        })
-        .collect();
-    entries.sort();
+    let entries = toolgate_corpus::documents();
     let options = catalog::CompileOptions::default();
     let mut upstreams = Vec::new();
     let mut overrides = Overrides::default();

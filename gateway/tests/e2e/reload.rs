@@ -365,14 +365,9 @@ async fn sigterm_drains_in_flight_calls_then_exits() {
 #[tokio::test]
 async fn spec_mode_compiles_in_process_and_serves() {
     let up = TestUpstream::start().await;
-    let spec = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/specs/oai-petstore-v3.yaml"
-    );
-    let spec = std::env::var("TOOLGATE_SPECS")
-        .map(|d| format!("{d}/oai-petstore-v3.yaml"))
-        .unwrap_or_else(|_| spec.to_string());
-    let served = serve(&["--spec", &spec, "--prefix", "pets", "--base-url", &up.url]);
+    let spec = toolgate_corpus::spec("oai-petstore-v3.yaml");
+    let spec = spec.to_str().expect("a UTF-8 corpus path");
+    let served = serve(&["--spec", spec, "--prefix", "pets", "--base-url", &up.url]);
     let client = connect(&format!("{}/mcp", served.url)).await;
     let tools = client.list_all_tools().await.unwrap();
     assert_eq!(tools.len(), 3);

@@ -3,17 +3,6 @@ use serde_json::{json, Value};
 use crate::support::*;
 use crate::upstream::TestUpstream;
 
-/// The jq engine lands separately from the gateway; until then
-/// `JqProgram` is an identity stub and these tests have nothing to check.
-fn jq_available() -> bool {
-    let p = catalog::transform::JqProgram::compile(".a").expect("compiles");
-    let ok = p.run(json!({"a": 1})).ok() == Some(json!(1));
-    if !ok {
-        eprintln!("jq engine not available (stub); transform tests skipped");
-    }
-    ok
-}
-
 fn transform_catalog() -> catalog::Catalog {
     catalog_of(vec![upstream(
         "t",
@@ -68,9 +57,6 @@ async fn setup() -> (TestUpstream, Gateway, Client) {
 
 #[tokio::test]
 async fn response_and_error_transforms_shape_the_result() {
-    if !jq_available() {
-        return;
-    }
     let (_up, _gw, client) = setup().await;
     let r = call(&client, "t__get_pet", json!({"id": "7"})).await;
     assert!(!is_error(&r), "{}", text(&r));
@@ -88,9 +74,6 @@ async fn response_and_error_transforms_shape_the_result() {
 
 #[tokio::test]
 async fn request_transform_builds_the_request_under_the_base_url() {
-    if !jq_available() {
-        return;
-    }
     let (up, _gw, client) = setup().await;
     let r = call(&client, "t__lookup", json!({"pet": "7"})).await;
     assert!(!is_error(&r), "{}", text(&r));
@@ -106,9 +89,6 @@ async fn request_transform_builds_the_request_under_the_base_url() {
 
 #[tokio::test]
 async fn runaway_transform_is_an_error_and_the_server_keeps_serving() {
-    if !jq_available() {
-        return;
-    }
     let (_up, _gw, client) = setup().await;
     let started = std::time::Instant::now();
     let r = call(&client, "t__runaway", json!({"id": "7"})).await;
@@ -120,9 +100,6 @@ async fn runaway_transform_is_an_error_and_the_server_keeps_serving() {
 
 #[tokio::test]
 async fn a_deeply_nested_fromjson_argument_is_a_tool_error_and_the_gateway_keeps_serving() {
-    if !jq_available() {
-        return;
-    }
     let (up, _gw, client) = setup().await;
     // 3 MiB of `[` overflowed the jq worker's stack in jaq's recursive JSON
     // parser and aborted the process.

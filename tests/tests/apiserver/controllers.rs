@@ -1,66 +1,19 @@
 //! kube-runtime controllers and Lease-based leader election.
 
-use super::*;
+use operator::leader::Elector;
 
-/// One round of the client-go leader election protocol on a Lease:
-/// take it if free or expired, renew it if held, else stand by.
-async fn try_acquire(api: &Api<Lease>, me: &str) -> Result<bool, kube::Error> {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let spec = |transitions: i32| LeaseSpec {
-        holder_identity: Some(me.into()),
-        lease_duration_seconds: Some(15),
-        acquire_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-            now,
-        )),
-        renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
-            now,
-        )),
-        lease_transitions: Some(transitions),
-        ..Default::default()
-    };
-    match api.get_opt("leader").await? {
-        None => {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some("leader".into()),
-                    ..Default::default()
-                },
-                spec: Some(spec(0)),
-            };
-            match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            }
-        }
-        Some(mut lease) => {
-            let held_by = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
-            if held_by.as_deref().is_some_and(|h| h != me) {
-                return Ok(false);
-            }
-            lease.spec = Some(spec(
-                lease
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.lease_transitions)
-                    .unwrap_or(0),
-            ));
-            match api.replace("leader", &PostParams::default(), &lease).await {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-                Err(e) => Err(e),
-            }
-        }
-    }
-}
+use super::*;
 
 #[tokio::test]
 async fn two_clients_racing_for_a_lease_elect_exactly_one_leader() {
     let (s, _) = server().await;
+    // The operator's own elector, one round at a time.
+    let elector = |who: &str| Elector::new(s.client_as(who).unwrap(), "default", "leader", who);
+    let (ea, eb) = (elector("replica-a"), elector("replica-b"));
     let a: Api<Lease> = Api::namespaced(s.client_as("replica-a").unwrap(), "default");
     let b: Api<Lease> = Api::namespaced(s.client_as("replica-b").unwrap(), "default");
     for _ in 0..10 {
-        let (ra, rb) = tokio::join!(try_acquire(&a, "replica-a"), try_acquire(&b, "replica-b"));
+        let (ra, rb) = tokio::join!(ea.try_acquire_or_renew(), eb.try_acquire_or_renew());
         let (ra, rb) = (ra.unwrap(), rb.unwrap());
         assert!(ra ^ rb, "exactly one leader per round: a={ra} b={rb}");
     }

@@ -11,7 +11,8 @@
 //! and rendered by Helm's own SDK for several value sets, each render passes
 //! the same checks, the default one applies and equals the kustomize base,
 //! and every rendered object validates against the Kubernetes schemas
-//! (kubernetes-validate). Without it those parts print a note and skip.
+//! (kubernetes-validate). Without kubectl or that Python the tests needing
+//! them fail under CI and print a skip elsewhere (`toolgate_tests::tools`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
+use toolgate_tests::tools;
 
 const NS: &str = "toolgate-system";
 
@@ -39,12 +41,6 @@ fn yaml_docs(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn kubectl() -> PathBuf {
-    std::env::var_os("KUBECTL")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("kubectl"))
-}
-
 fn run(cmd: &mut Command) -> Result<String, String> {
     let shown = format!("{cmd:?}");
     match cmd.output() {
@@ -58,29 +54,11 @@ fn run(cmd: &mut Command) -> Result<String, String> {
     }
 }
 
-fn kustomize_base() -> Option<String> {
-    let mut cmd = Command::new(kubectl());
-    cmd.arg("kustomize").arg(repo().join("deploy/default"));
-    match run(&mut cmd) {
-        Ok(out) => Some(out),
-        Err(e) if e.contains("No such file") || e.contains("not found") => {
-            eprintln!("NOTE: kubectl not found (set KUBECTL); kustomize checks skipped");
-            None
-        }
-        Err(e) => panic!("{e}"),
-    }
-}
-
-/// The Python with helm-python-sdk and kubernetes-validate, if provided.
-fn deploy_python() -> Option<PathBuf> {
-    let p = std::env::var_os("TOOLGATE_DEPLOY_PYTHON").map(PathBuf::from);
-    if p.is_none() {
-        eprintln!(
-            "NOTE: TOOLGATE_DEPLOY_PYTHON unset: chart rendering and schema validation skipped \
-             (export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh))"
-        );
-    }
-    p
+fn kustomize_base(kubectl: &Path) -> String {
+    run(Command::new(kubectl)
+        .arg("kustomize")
+        .arg(repo().join("deploy/default")))
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn render_chart(python: &Path, values: &Value) -> String {
@@ -93,13 +71,13 @@ fn render_chart(python: &Path, values: &Value) -> String {
     .unwrap_or_else(|e| panic!("{e}"))
 }
 
-async fn apply(server: &ApiServerHandle, manifests: &str) -> String {
+async fn apply(server: &ApiServerHandle, kubectl: &Path, manifests: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config");
     server.write_kubeconfig(&config).unwrap();
     let file = dir.path().join("install.yaml");
     std::fs::write(&file, manifests).unwrap();
-    let mut cmd = Command::new(kubectl());
+    let mut cmd = Command::new(kubectl);
     cmd.arg("--kubeconfig")
         .arg(&config)
         .arg("--cache-dir")
@@ -267,15 +245,32 @@ const OPERATOR_PUBLISH: &[(&str, &str, &[&str], Option<&str>)] = &[
 ];
 
 /// Long flags a binary's subcommand accepts, from its `--help` when the
-/// binary is built next to this test; otherwise (or for flags the branch's
-/// binary does not have yet) the contract's.
+/// binary is built next to this test (required under CI, where
+/// `cargo test --workspace` builds it); otherwise (or for flags the
+/// branch's binary does not have yet) the contract's.
 fn flags(binary: &str, subcommand: &str, contract: &[&str]) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = BTreeSet::new();
     let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().and_then(Path::parent).map(|d| d.join(binary));
-    let help = path
-        .filter(|p| p.exists())
-        .and_then(|p| run(Command::new(p).args([subcommand, "--help"])).ok());
+    let path = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join(binary))
+        .filter(|p| p.exists());
+    let package = if binary == "toolgate" {
+        "gateway"
+    } else {
+        binary
+    };
+    let path = tools::required(
+        path,
+        &format!("the {binary} binary (built next to the tests)"),
+        &format!(
+            "cargo build -p {package} --bin {binary}; until then its flags come from the contract"
+        ),
+    );
+    let help = path.map(|p| {
+        run(Command::new(p).args([subcommand, "--help"])).unwrap_or_else(|e| panic!("{e}"))
+    });
     match help {
         Some(help) => {
             for word in help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
@@ -292,12 +287,7 @@ fn flags(binary: &str, subcommand: &str, contract: &[&str]) -> BTreeSet<String> 
                 }
             }
         }
-        None => {
-            eprintln!(
-                "NOTE: {binary} not built next to the tests; its flags taken from the contract"
-            );
-            out.extend(contract.iter().map(|f| f.to_string()));
-        }
+        None => out.extend(contract.iter().map(|f| f.to_string())),
     }
     out
 }
@@ -640,7 +630,10 @@ fn the_charts_values_satisfy_its_schema() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kustomize_base_applies_server_side_and_grants_what_each_component_needs() {
-    let Some(text) = kustomize_base() else { return };
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
+    let text = kustomize_base(&kubectl);
     let objs = yaml_docs(&text);
     let kinds: BTreeSet<&str> = objs.iter().filter_map(|o| o["kind"].as_str()).collect();
     for k in [
@@ -656,14 +649,14 @@ async fn the_kustomize_base_applies_server_side_and_grants_what_each_component_n
     check_install(&objs, NS, None);
 
     let server = ApiServer::start().await.unwrap();
-    let out = apply(&server, &text).await;
+    let out = apply(&server, &kubectl, &text).await;
     assert!(
         out.contains("deployment.apps/toolgate-gateway serverside-applied"),
         "{out}"
     );
     assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/mcpupstreams.toolgate.dev serverside-applied"), "{out}");
     let before = server.resource_version();
-    apply(&server, &text).await;
+    apply(&server, &kubectl, &text).await;
     assert_eq!(
         server.resource_version(),
         before,
@@ -685,7 +678,7 @@ fn without_helm_labels(mut objs: Vec<Value>) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
-    let Some(python) = deploy_python() else {
+    let (Some(python), Some(kubectl)) = (tools::deploy_python(), tools::kubectl()) else {
         return;
     };
     let crds = read("charts/toolgate/crds/toolgate.dev.yaml");
@@ -697,27 +690,31 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
         !objs.iter().any(|o| o["kind"] == "Ingress"),
         "no Ingress unless enabled"
     );
-    if let Some(base) = kustomize_base() {
-        let base: Vec<Value> = yaml_docs(&base)
-            .into_iter()
-            .filter(|o| o["kind"] != "CustomResourceDefinition" && o["kind"] != "Namespace")
-            .collect();
-        // The generated session key is random and not part of the base
-        // (kustomize users create it; see the README).
-        let rendered: Vec<Value> = objs
-            .iter()
-            .filter(|o| !(o["kind"] == "Secret" && name(o).ends_with("-session-key")))
-            .cloned()
-            .collect();
-        assert!(
-            without_helm_labels(rendered) == without_helm_labels(base),
-            "deploy/default differs from the chart's default render: regenerate it (see its header)"
-        );
-    }
+    let base = kustomize_base(&kubectl);
+    let base_objs: Vec<Value> = yaml_docs(&base)
+        .into_iter()
+        .filter(|o| o["kind"] != "CustomResourceDefinition" && o["kind"] != "Namespace")
+        .collect();
+    // The generated session key is random and not part of the base
+    // (kustomize users create it; see the README).
+    let rendered: Vec<Value> = objs
+        .iter()
+        .filter(|o| !(o["kind"] == "Secret" && name(o).ends_with("-session-key")))
+        .cloned()
+        .collect();
+    assert!(
+        without_helm_labels(rendered) == without_helm_labels(base_objs),
+        "deploy/default differs from the chart's default render: regenerate it (see its header)"
+    );
     let server = ApiServer::start().await.unwrap();
     // As `helm install --create-namespace` does.
     let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NS}\n");
-    let out = apply(&server, &format!("{crds}\n---\n{namespace}---\n{default}")).await;
+    let out = apply(
+        &server,
+        &kubectl,
+        &format!("{crds}\n---\n{namespace}---\n{default}"),
+    )
+    .await;
     assert!(
         out.contains("deployment.apps/toolgate-operator serverside-applied"),
         "{out}"
@@ -780,11 +777,7 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
     // Every object of every rendering, against the Kubernetes schemas.
     let dir = tempfile::tempdir().unwrap();
     let mut files = Vec::new();
-    for (i, text) in [default, all]
-        .iter()
-        .chain(kustomize_base().as_ref())
-        .enumerate()
-    {
+    for (i, text) in [default, all, base].iter().enumerate() {
         let f = dir.path().join(format!("render-{i}.yaml"));
         std::fs::write(&f, text).unwrap();
         files.push(f);

@@ -452,19 +452,11 @@ proptest! {
     }
 }
 
-/// Real documents; see `shared/specs/INDEX.md`.
-fn corpus_dir() -> std::path::PathBuf {
-    match std::env::var_os("TOOLGATE_SPECS") {
-        Some(dir) => dir.into(),
-        None => concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/specs").into(),
-    }
-}
-
 /// Every operation of a corpus document as (METHOD, path, operationId,
 /// x-mcp-tool-name), in document order. Reads the raw value directly so this
 /// test does not depend on the spec module.
 fn corpus_operations(file: &str) -> Vec<(String, String, Option<String>, Option<String>)> {
-    let bytes = std::fs::read(corpus_dir().join(file)).unwrap();
+    let bytes = toolgate_corpus::read(file);
     let doc: serde_json::Value = if file.ends_with(".json") {
         serde_json::from_slice(&bytes).unwrap()
     } else {

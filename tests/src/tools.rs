@@ -1,0 +1,94 @@
+//! External programs some tests drive: `kubectl`, and the Python that has
+//! Helm's SDK and the Kubernetes schemas (`tests/deploy/venv.sh`).
+//!
+//! A test that cannot find one must not pass by doing nothing. Under CI
+//! (`CI=true`, which `.ci/run` exports; `CI=1` too) a missing tool fails
+//! the test. Elsewhere the test prints what is missing and how to get it,
+//! then returns early:
+//!
+//! ```no_run
+//! let Some(kubectl) = toolgate_tests::tools::kubectl() else { return };
+//! ```
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `kubectl`: `$KUBECTL` (a path, or a name looked up on `PATH`), else
+/// `kubectl` on `PATH`.
+pub fn kubectl() -> Option<PathBuf> {
+    let name = std::env::var_os("KUBECTL").filter(|v| !v.is_empty());
+    let found = executable(name.as_deref().unwrap_or(OsStr::new("kubectl")));
+    required(
+        found,
+        "kubectl",
+        "install it (Debian: apt-get install kubernetes-client) or set KUBECTL to its path",
+    )
+}
+
+/// The Python with helm-python-sdk and kubernetes-validate installed:
+/// `$TOOLGATE_DEPLOY_PYTHON`.
+pub fn deploy_python() -> Option<PathBuf> {
+    let found = std::env::var_os("TOOLGATE_DEPLOY_PYTHON")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
+    required(
+        found,
+        "the deploy Python (TOOLGATE_DEPLOY_PYTHON, unset or not a file)",
+        "export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh), which installs \
+         helm-python-sdk and kubernetes-validate from PyPI into a venv",
+    )
+}
+
+/// The rule every tool lookup goes through: `found`, or, when it is
+/// `None`, a panic under CI and a printed skip elsewhere. `what` names the
+/// tool, `how` says how to get it.
+pub fn required<T>(found: Option<T>, what: &str, how: &str) -> Option<T> {
+    if found.is_some() {
+        return found;
+    }
+    if in_ci() {
+        panic!("{what} is missing and CI requires it: {how}");
+    }
+    // NB: not `eprintln!`: the test harness captures that and shows it only
+    // for failing tests, and a skip passes. Writing to the stderr handle
+    // bypasses the capture, so the skip shows in a plain `cargo test`.
+    // The test harness names each test's thread after the test.
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED in {test}: {what} is missing, so what needs it is not checked \
+         (under CI=true this fails): {how}"
+    );
+    None
+}
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+}
+
+/// `name` if it is a path to a file, else the first `PATH` entry holding
+/// an executable file of that name.
+fn executable(name: &OsStr) -> Option<PathBuf> {
+    let name = Path::new(name);
+    if name.components().count() > 1 {
+        return name.is_file().then(|| name.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+#[cfg(unix)]
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(p: &Path) -> bool {
+    p.is_file()
+}

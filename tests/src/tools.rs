@@ -55,7 +55,8 @@ pub fn required<T>(found: Option<T>, what: &str, how: &str) -> Option<T> {
     // for failing tests, and a skip passes. Writing to the stderr handle
     // bypasses the capture, so the skip shows in a plain `cargo test`.
     // The test harness names each test's thread after the test.
-    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("a test");
     let _ = writeln!(
         std::io::stderr(),
         "SKIPPED in {test}: {what} is missing, so what needs it is not checked \

@@ -10,28 +10,29 @@
 //!    for the survivors; a failure there rejects only that operation.
 
 mod annotate;
+mod dry_run;
 mod meta;
 pub mod naming;
 mod node;
 mod plan;
+mod response;
 mod schema;
-
-use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
 use crate::error::CompileError;
 use crate::model::{
-    OperationRef, OutputWrap, RejectReason, Rejected, ResponseFormat, ResponseSchema, SourceInfo,
-    Tool, Transforms, UpstreamCatalog, Warning,
+    OperationRef, RejectReason, Rejected, ResponseFormat, ResponseSchema, SourceInfo, Tool,
+    Transforms, UpstreamCatalog, Warning,
 };
 use crate::options::CompileOptions;
 use crate::overlay::Overlay;
 use crate::spec::{self, Document, OperationSite};
-use crate::transform::JqProgram;
+use dry_run::{body_schema, check_transforms, DryRunInputs, DryRuns};
 use naming::{Candidate, NameSource};
-use node::{object, Node};
-use schema::{Dir, SchemaConverter};
+use node::Node;
+use response::{success_responses, Success};
+use schema::SchemaConverter;
 
 /// Everything needed to compile one upstream.
 #[derive(Debug, Clone, Copy)]
@@ -45,30 +46,6 @@ pub struct UpstreamSource<'a> {
     /// Overlays, applied in this order.
     pub overlays: &'a [Overlay],
     pub options: &'a CompileOptions,
-}
-
-/// Bounds for dry runs at compile time: generous for real transforms (the
-/// samples are small), short enough that a runaway filter cannot stall a
-/// reconcile, small enough that one cannot take the operator's memory.
-const DRY_RUN_LIMITS: crate::transform::JqLimits = crate::transform::JqLimits {
-    timeout: std::time::Duration::from_millis(500),
-    max_output_bytes: 1 << 20,
-    max_alloc_bytes: 16 << 20,
-};
-
-/// Wall-clock time one compile may spend dry-running transforms. NB: one
-/// overlay can set a transform on every operation (`$.paths.*.*`); without
-/// a bound, a filter that never finishes would cost its timeout per tool —
-/// minutes of one reconcile for a large API.
-const DRY_RUN_BUDGET: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Dry-run bookkeeping of one compile.
-#[derive(Default)]
-struct DryRuns {
-    /// Programs that ran out of time, by extension and source, with the tool
-    /// they timed out on: not run again.
-    timed_out: HashMap<(&'static str, String), String>,
-    spent: std::time::Duration,
 }
 
 /// Name of the opt-in raw request tool (after the separator).
@@ -674,208 +651,6 @@ fn charge_schema_bytes<'n, 'd: 'n>(
     }
     bytes.used = used;
     Ok(())
-}
-
-/// A tool's success responses, converted.
-struct Success<'d> {
-    /// The output schema (from the first 2xx JSON response).
-    output: Option<Node<'d>>,
-    wrap: Option<OutputWrap>,
-    /// `(status, content type, schema)`; the first one's schema is the one
-    /// behind `output`, not stored twice.
-    responses: Vec<(String, String, Option<Node<'d>>)>,
-}
-
-/// The output schema from the first 2xx JSON response, and every 2xx JSON
-/// response schema for validation (the first one stored only once).
-fn success_responses<'d>(
-    doc: &'d Document,
-    site: &OperationSite<'d>,
-    conv: &mut SchemaConverter<'d>,
-) -> Success<'d> {
-    let mut out = Success {
-        output: None,
-        wrap: None,
-        responses: Vec::new(),
-    };
-    let Some(all) = site.operation.get("responses").and_then(Value::as_object) else {
-        return out;
-    };
-    // Exact 2xx codes first (sorted), then the `2XX` range the model
-    // documents.
-    let mut codes: Vec<&String> = all
-        .keys()
-        .filter(|k| k.len() == 3 && k.starts_with('2'))
-        .filter(|k| k[1..].bytes().all(|b| b.is_ascii_digit()) || k[1..].eq_ignore_ascii_case("xx"))
-        .collect();
-    codes.sort_by_key(|k| (k[1..].eq_ignore_ascii_case("xx"), k.to_string()));
-    for code in codes {
-        let at = format!("{}/responses/{code}", site.pointer);
-        let Ok((resp, at)) = spec::resolve(doc, &all[code.as_str()], &at) else {
-            continue;
-        };
-        let Some(content) = resp.get("content").and_then(Value::as_object) else {
-            continue;
-        };
-        let json = content.iter().find(|(m, v)| {
-            let m = m.split(';').next().unwrap_or("").trim();
-            (m == "application/json" || m.ends_with("+json") || m == "*/*")
-                && v.get("schema").is_some()
-        });
-        let Some((media, media_obj)) = json else {
-            continue;
-        };
-        let Some(raw) = media_obj.get("schema") else {
-            continue;
-        };
-        let schema = conv.convert(
-            raw,
-            &format!("{at}/content/{}/schema", spec::escape_pointer(media)),
-            Dir::Response,
-        );
-        if out.output.is_none() {
-            if schema::is_object_schema(&schema) {
-                let mut schema = schema;
-                // An allOf-of-objects without `type`: MCP wants an
-                // explicit object root (`is_object_schema` refuses any
-                // other `type`).
-                if schema.get("type").is_none() {
-                    if let Some(m) = schema.object_mut() {
-                        m.insert("type".into(), Node::string("object"));
-                    }
-                }
-                out.output = Some(schema);
-                out.wrap = Some(OutputWrap::Body);
-            } else {
-                let mut props = object(1);
-                props.insert("result".into(), schema);
-                let mut m = object(3);
-                m.insert("type".into(), Node::string("object"));
-                m.insert("properties".into(), Node::Object(props));
-                m.insert(
-                    "required".into(),
-                    Node::owned(Value::Array(vec![Value::String("result".into())])),
-                );
-                out.output = Some(Node::Object(m));
-                out.wrap = Some(OutputWrap::Result);
-            }
-            out.responses.push((code.clone(), media.clone(), None));
-        } else {
-            out.responses
-                .push((code.clone(), media.clone(), Some(schema)));
-        }
-    }
-    out
-}
-
-/// The body schema behind the output schema (for dry runs).
-fn body_schema(output: Option<&Node<'_>>, wrap: Option<OutputWrap>) -> Option<Value> {
-    let out = output?;
-    match wrap? {
-        OutputWrap::Body => Some(out.to_value()),
-        OutputWrap::Result => out.get("properties")?.get("result").map(Node::to_value),
-    }
-}
-
-/// What a tool's transforms are dry-run on.
-struct DryRunInputs<'a> {
-    tool: &'a str,
-    input: &'a Value,
-    body: Option<&'a Value>,
-}
-
-/// Compiles each transform and dry-runs it on synthetic inputs; a transform
-/// that fails on every input rejects the tool with the jq error. A run that
-/// times out ends the transform's dry run (and every later tool's with the
-/// same program); so does a compile's spent [`DRY_RUN_BUDGET`].
-fn check_transforms(
-    site: &OperationSite<'_>,
-    method: &str,
-    t: &Transforms,
-    on: &DryRunInputs<'_>,
-    dry_runs: &mut DryRuns,
-) -> Result<(), Box<Rejected>> {
-    let fail = |key: &str, msg: String| {
-        reject(
-            site,
-            method,
-            RejectReason::TransformInvalid,
-            format!("{}/{key}: {msg}", site.pointer),
-        )
-    };
-    let any = Value::Object(Map::new());
-    // Samples are made only for the transforms there are.
-    let samples = |key: &str| match key {
-        "x-mcp-request-transform" => crate::synth::instances(on.input),
-        "x-mcp-response-transform" => crate::synth::instances(on.body.unwrap_or(&any)),
-        _ => error_samples(),
-    };
-    let checks = [
-        ("x-mcp-request-transform", &t.request),
-        ("x-mcp-response-transform", &t.response),
-        ("x-mcp-error-transform", &t.error),
-    ];
-    for (key, src) in checks {
-        let Some(src) = src else { continue };
-        let program = JqProgram::compile(src).map_err(|e| fail(key, e.to_string()))?;
-        let id = (key, src.clone());
-        if let Some(tool) = dry_runs.timed_out.get(&id) {
-            return Err(fail(
-                key,
-                format!(
-                    "timed out on a synthetic input of {tool} (the same program); not run again"
-                ),
-            ));
-        }
-        let mut first_err = None;
-        let mut ok = false;
-        for input in samples(key) {
-            if dry_runs.spent >= DRY_RUN_BUDGET {
-                return Err(fail(
-                    key,
-                    format!(
-                        "not dry-run: this compile spent its {DRY_RUN_BUDGET:?} for dry runs on \
-                         transforms that ran long"
-                    ),
-                ));
-            }
-            let started = std::time::Instant::now();
-            let result = program.run_bounded(input, &DRY_RUN_LIMITS);
-            dry_runs.spent += started.elapsed();
-            match result {
-                Ok(_) => {
-                    ok = true;
-                    break;
-                }
-                Err(e @ crate::transform::JqRunError::Timeout(_)) => {
-                    dry_runs.timed_out.insert(id, on.tool.to_string());
-                    return Err(fail(key, format!("fails on a synthetic input: {e}")));
-                }
-                Err(e) => {
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        if !ok {
-            let e = first_err
-                .map(|e| e.to_string())
-                .unwrap_or_else(|| "no synthetic input".into());
-            return Err(fail(key, format!("fails on every synthetic input: {e}")));
-        }
-    }
-    Ok(())
-}
-
-/// What an error transform sees at runtime (the gateway builds the same
-/// shape): `{status, contentType, problem, body}`, `problem` being the
-/// RFC 9457 object for `application/problem+json` and `null` otherwise.
-fn error_samples() -> Vec<Value> {
-    let problem = serde_json::json!({"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no such item"});
-    vec![
-        serde_json::json!({"status": 404, "contentType": "application/problem+json",
-            "problem": problem.clone(), "body": problem}),
-        serde_json::json!({"status": 500, "contentType": "text/plain", "problem": null, "body": "internal error"}),
-    ]
 }
 
 /// `{prefix}__api_request`: any method and path under the upstream's base

@@ -48,6 +48,7 @@ pub mod runtime;
 pub mod spec;
 pub mod synth;
 pub mod transform;
+mod warning;
 
 pub use compile::naming;
 pub use compile::{compile_upstream, compile_upstream_with_limits, CompileLimits, UpstreamSource};

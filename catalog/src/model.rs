@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+pub use crate::warning::{Location, Warning, WarningCode};
+
 /// Identifies the catalog format. Bumped on any incompatible change.
 pub const CATALOG_FORMAT: &str = "toolgate.dev/catalog/v1";
 
@@ -453,18 +455,6 @@ pub struct ResponseSchema {
     /// behind `outputSchema` (not stored twice).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Schema>,
-}
-
-/// A non-fatal finding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Warning {
-    /// Machine-readable code, e.g. `OverlayTargetUnmatched`, `CircularRef`.
-    pub code: String,
-    pub message: String,
-    /// JSON pointer (in the document) or overlay action the warning is about.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pointer: Option<String>,
 }
 
 /// An operation that did not become a tool.

@@ -53,7 +53,7 @@ use serde_json::{Map, Value};
 use serde_json_path::{JsonPath, NormalizedPath, PathElement};
 
 use crate::error::{OverlayError, OverlayErrorKind};
-use crate::model::Warning;
+use crate::model::{Location, Warning, WarningCode};
 
 /// A parsed, validated overlay document.
 #[derive(Debug, Clone)]
@@ -249,12 +249,15 @@ impl Overlay {
                     return Err(fail(OverlayErrorKind::UnmatchedTarget));
                 }
                 warnings.push(Warning {
-                    code: "OverlayTargetUnmatched".to_string(),
+                    code: WarningCode::OverlayTargetUnmatched,
                     message: format!(
                         "overlay {}: action {i}: target {:?} matched nothing; the action was skipped",
                         self.name, action.target
                     ),
-                    pointer: Some(format!("/actions/{i}")),
+                    at: Some(Location::Overlay {
+                        name: self.name.clone(),
+                        action: u32::try_from(i).unwrap_or(u32::MAX),
+                    }),
                 });
                 continue;
             }
@@ -1107,8 +1110,12 @@ mod tests {
         let warnings = o.apply(&mut doc).unwrap();
         assert_eq!(warnings.len(), 1);
         let w = &warnings[0];
-        assert_eq!(w.code, "OverlayTargetUnmatched");
-        assert_eq!(w.pointer.as_deref(), Some("/actions/1"));
+        assert_eq!(w.code, WarningCode::OverlayTargetUnmatched);
+        let at = Location::Overlay {
+            name: "test.overlay.yaml".into(),
+            action: 1,
+        };
+        assert_eq!(w.at, Some(at));
         assert!(w.message.contains("test.overlay.yaml"), "{}", w.message);
         assert!(w.message.contains("action 1"), "{}", w.message);
         assert!(w.message.contains("$.paths['/nope'].get"), "{}", w.message);

@@ -3,7 +3,8 @@
 
 use catalog::{
     compile_upstream, BodyEncoding, BodySource, CompileError, CompileOptions, ConflictResolution,
-    OutputWrap, Overlay, ParamLocation, ParamStyle, RejectReason, UpstreamCatalog, UpstreamSource,
+    Location, OutputWrap, Overlay, ParamLocation, ParamStyle, RejectReason, UpstreamCatalog,
+    UpstreamSource, WarningCode,
 };
 use serde_json::{json, Value};
 
@@ -113,7 +114,9 @@ fn object_body_is_merged_read_only_fields_left_out_and_cycles_cut() {
         "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}},
         "responses": {"201": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Pet"}}}}}}}})));
     assert!(
-        u.warnings.iter().any(|w| w.code == "CircularRef"),
+        u.warnings
+            .iter()
+            .any(|w| w.code == WarningCode::CircularRef),
         "{:?}",
         u.warnings
     );
@@ -322,9 +325,14 @@ fn overlay_can_disable_rename_and_remove_operations() {
     let w = u
         .warnings
         .iter()
-        .find(|w| w.code == "OverlayTargetUnmatched")
+        .find(|w| w.code == WarningCode::OverlayTargetUnmatched)
         .expect("unmatched warning");
     assert!(w.message.contains("test-overlay.yaml"), "{}", w.message);
+    let at = Location::Overlay {
+        name: "test-overlay.yaml".into(),
+        action: 3,
+    };
+    assert_eq!(w.at, Some(at));
 }
 
 #[test]
@@ -607,9 +615,12 @@ fn declared_path_parameter_missing_from_the_template_is_left_out_with_a_warning(
     let w = u
         .warnings
         .iter()
-        .find(|w| w.code == "PathParameterUnused")
+        .find(|w| w.code == WarningCode::PathParameterUnused)
         .expect("warning");
-    assert_eq!(w.pointer.as_deref(), Some("/paths/~1/get"));
+    let at = Location::Document {
+        pointer: "/paths/~1/get".into(),
+    };
+    assert_eq!(w.at, Some(at));
 }
 
 #[test]

@@ -605,7 +605,7 @@ impl McpUpstreamStatus {
             .warnings
             .iter()
             .take(MAX_STATUS_WARNINGS)
-            .map(|w| match &w.pointer {
+            .map(|w| match w.at.as_ref().map(catalog::Location::pointer) {
                 Some(p) => format!("{}: {} (at {p})", w.code, w.message),
                 None => format!("{}: {}", w.code, w.message),
             })

@@ -225,19 +225,14 @@ fn summarize(cat: &catalog::UpstreamCatalog, overlays: &[LoadedOverlay]) -> Summ
     recorded.record_catalog(cat);
     let mut unmatched = Vec::new();
     for o in overlays {
-        let prefix = format!("overlay {}: ", o.name);
         for w in &cat.warnings {
-            if w.code != Reason::OverlayTargetUnmatched.as_str() || !w.message.starts_with(&prefix)
-            {
+            if w.code != catalog::WarningCode::OverlayTargetUnmatched {
                 continue;
             }
-            if let Some(i) = w
-                .pointer
-                .as_deref()
-                .and_then(|p| p.strip_prefix("/actions/"))
-                .and_then(|i| i.parse::<u32>().ok())
-            {
-                unmatched.push((o.name.clone(), i));
+            if let Some(catalog::Location::Overlay { name, action }) = &w.at {
+                if *name == o.name {
+                    unmatched.push((o.name.clone(), *action));
+                }
             }
         }
     }

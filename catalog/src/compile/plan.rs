@@ -231,12 +231,14 @@ fn collect_params<'d>(
         let used = p.location != ParamLocation::Path || in_template.contains(p.name.as_str());
         if !used {
             conv.warnings.push(crate::model::Warning {
-                code: "PathParameterUnused".into(),
+                code: crate::model::WarningCode::PathParameterUnused,
                 message: format!(
                     "path parameter {:?} is not in the path template {template:?}; left out of the arguments",
                     p.name
                 ),
-                pointer: Some(site.pointer.clone()),
+                at: Some(crate::model::Location::Document {
+                    pointer: site.pointer.clone(),
+                }),
             });
         }
         used

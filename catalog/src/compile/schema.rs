@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value};
 
 use super::node::{object, Node, Object};
-use crate::model::Warning;
+use crate::model::{Location, Warning, WarningCode};
 use crate::spec::{ref_pointer, Document, Version};
 
 /// Which side of the call a schema describes.
@@ -153,12 +153,14 @@ impl<'d> SchemaConverter<'d> {
     }
 
     /// Records a warning at the current pointer, once per `key`.
-    fn warn_once(&mut self, key: String, code: &str, message: String) {
+    fn warn_once(&mut self, key: String, code: WarningCode, message: String) {
         if self.warned.insert(key) {
             self.warnings.push(Warning {
-                code: code.to_string(),
+                code,
                 message,
-                pointer: Some(self.ptr.clone()),
+                at: Some(Location::Document {
+                    pointer: self.ptr.clone(),
+                }),
             });
         }
     }
@@ -206,7 +208,7 @@ impl<'d> SchemaConverter<'d> {
         if depth > MAX_DEPTH {
             self.warn_once(
                 format!("depth:{}", self.ptr),
-                "SchemaTooDeep",
+                WarningCode::SchemaTooDeep,
                 format!("schema nesting deeper than {MAX_DEPTH} levels was cut"),
             );
             self.budget_cuts += 1;
@@ -257,7 +259,7 @@ impl<'d> SchemaConverter<'d> {
         if let Some(i) = self.stack.iter().position(|s| *s == ptr) {
             self.warn_once(
                 format!("cycle:{ptr}"),
-                "CircularRef",
+                WarningCode::CircularRef,
                 format!("circular reference {r} is cut where it recurs (open schema)"),
             );
             return Out {
@@ -293,7 +295,7 @@ impl<'d> SchemaConverter<'d> {
         if self.nodes >= budget {
             self.warn_once(
                 format!("budget:{}", self.ptr),
-                "SchemaTooLarge",
+                WarningCode::SchemaTooLarge,
                 format!("schema exceeds {budget} nodes; further references are not expanded"),
             );
             self.budget_cuts += 1;
@@ -305,7 +307,7 @@ impl<'d> SchemaConverter<'d> {
         let Some(target) = self.doc.root.pointer(&ptr) else {
             self.warn_once(
                 format!("dangling:{ptr}"),
-                "DanglingRef",
+                WarningCode::DanglingRef,
                 format!("$ref {r} does not resolve; replaced by an open schema"),
             );
             return Out::plain(Self::open_schema(format!("Unresolved reference {r}.")));
@@ -370,7 +372,7 @@ impl<'d> SchemaConverter<'d> {
                     } else {
                         self.warn_once(
                             format!("type:{}", self.ptr),
-                            "SchemaKeywordDropped",
+                            WarningCode::SchemaKeywordDropped,
                             format!("invalid type {v} dropped"),
                         );
                     }
@@ -485,7 +487,7 @@ impl<'d> SchemaConverter<'d> {
                     } else {
                         self.warn_once(
                             format!("required:{}", self.ptr),
-                            "SchemaKeywordDropped",
+                            WarningCode::SchemaKeywordDropped,
                             format!("`required: {v}` is not an array of names; dropped"),
                         );
                     }
@@ -497,7 +499,7 @@ impl<'d> SchemaConverter<'d> {
                         } else {
                             self.warn_once(
                                 format!("pattern:{}", self.ptr),
-                                "PatternDropped",
+                                WarningCode::PatternDropped,
                                 format!("pattern {p:?} is not a valid ECMA-262 regex; dropped"),
                             );
                         }

@@ -12,7 +12,7 @@ use jaq_core::ops::Math;
 use jaq_core::path::{Part, Path};
 
 use super::natives::{ADD, MUL, TOSTRING};
-use super::GUARD;
+use super::sandbox::GUARD;
 
 /// The variable that carries the right-hand side of `l += r` / `l *= r`.
 const UPDATE_VAR: &str = "$__toolgate_rhs";

@@ -15,7 +15,8 @@ use jaq_core::{Exn, Native, ValX, ValXs};
 use jaq_json::{Num, Val};
 use jaq_std::ValT as _;
 
-use super::{Data, GUARD, MAX_RECURSION_STACK_BYTES, MAX_VALUE_DEPTH};
+use super::sandbox::GUARD;
+use super::{Data, MAX_RECURSION_STACK_BYTES, MAX_VALUE_DEPTH};
 
 /// Names of the natives that the rewrite in `harden` calls. Like
 /// [`GUARD`], they start with the reserved prefix.
@@ -484,3 +485,6 @@ fn to_json_val<'a>(v: &Val) -> ValXs<'a, Val> {
         Err(Refused::Halt(code)) => halt(code),
     }
 }
+
+#[cfg(test)]
+mod tests;

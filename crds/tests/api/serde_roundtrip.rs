@@ -389,9 +389,12 @@ fn recorded_catalog_lists_are_capped_with_full_counts() {
     compiled.rejected = vec![rejected; crds::MAX_STATUS_REJECTED + 7];
     compiled.warnings = (0..crds::MAX_STATUS_WARNINGS + 3)
         .map(|i| catalog::Warning {
-            code: "OverlayTargetUnmatched".into(),
+            code: catalog::WarningCode::OverlayTargetUnmatched,
             message: format!("action {i} matched nothing"),
-            pointer: (i == 0).then(|| "/actions/0".into()),
+            at: (i == 0).then(|| catalog::Location::Overlay {
+                name: "o".into(),
+                action: 0,
+            }),
         })
         .collect();
 

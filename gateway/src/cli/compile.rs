@@ -157,7 +157,7 @@ pub fn lint(args: LintArgs) -> Result<ExitCode> {
     if !u.warnings.is_empty() {
         writeln!(out, "\nWarnings:")?;
         for w in &u.warnings {
-            match &w.pointer {
+            match w.at.as_ref().map(catalog::Location::pointer) {
                 Some(p) => writeln!(out, "  [{}] {} ({p})", w.code, w.message)?,
                 None => writeln!(out, "  [{}] {}", w.code, w.message)?,
             }

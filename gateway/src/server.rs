@@ -86,13 +86,6 @@ impl Shared {
         }
     }
 
-    /// Sessions (initialize protocol versions) still connected.
-    pub fn session_count(&self) -> usize {
-        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        s.retain(|(p, _)| !p.is_transport_closed());
-        s.len()
-    }
-
     /// Drops closed sessions' peers shortly, once for any number of
     /// closes meanwhile: a burst of expiries is one pass over the list.
     fn forget_closed_soon(self: &Arc<Self>) {

@@ -93,7 +93,8 @@ pub mod reasons {
     /// A Secret named in `auth.secretRef` or `openapi.headersFrom` (or one of
     /// its keys) is missing.
     pub const SECRET_NOT_FOUND: &str = "SecretNotFound";
-    /// The Service named in `serviceRef` does not exist or lacks the port.
+    /// The Service named in `serviceRef` does not exist. Only its existence
+    /// is checked: a Service without the port is not reported here.
     pub const SERVICE_NOT_FOUND: &str = "ServiceNotFound";
     /// An McpOverlay's `upstreamRef`/`upstreamSelector` matches no
     /// McpUpstream.

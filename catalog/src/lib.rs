@@ -3,7 +3,9 @@
 //!
 //! Pure: no async, no network, no Kubernetes. The operator calls it inside
 //! its reconcile loop and the gateway's CLI calls it for `compile` and
-//! `lint`; both share only the [`Catalog`] it produces.
+//! `lint`. Besides the [`Catalog`] it produces, the operator and the
+//! gateway share the upstreams' runtime settings ([`runtime`]) and the
+//! published form ([`publish`]) from this crate.
 //!
 //! The pipeline, one module per stage:
 //!

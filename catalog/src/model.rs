@@ -1,5 +1,7 @@
-//! The catalog: the compiler's output and the only thing the operator and the
-//! gateway share.
+//! The catalog: the compiler's output, which the operator publishes and the
+//! gateway serves. It is not all they share: the upstreams' runtime settings
+//! ([`crate::runtime`]) and the published form ([`crate::publish`]) are
+//! shared too.
 //!
 //! The format is versioned ([`CATALOG_FORMAT`]) and deterministic: the same
 //! inputs always serialise to the same bytes, so content hashes can be used to

@@ -84,7 +84,8 @@ reasons! {
     /// A Secret named in `auth.secretRef` or `openapi.headersFrom` (or one of
     /// its keys) is missing.
     SecretNotFound,
-    /// The Service named in `serviceRef` does not exist.
+    /// The Service named in `serviceRef` does not exist. Only its existence
+    /// is checked: a Service without the port is not reported here.
     ServiceNotFound,
     /// An McpOverlay's `upstreamRef`/`upstreamSelector` matches no
     /// McpUpstream.

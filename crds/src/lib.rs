@@ -8,11 +8,12 @@
 //!
 //! The CRD YAML is generated from these types by [`crd_yaml`] and committed as
 //! `crds/toolgate.dev.yaml` (one multi-document file, both kinds, so
-//! `kubectl apply -f crds/` installs everything). Regenerate it after any
-//! change to the types:
+//! `kubectl apply -f crds/` installs everything), with a copy in the Helm
+//! chart. Regenerate both after any change to the types, from the workspace
+//! root ([`CRD_REGENERATE_COMMAND`]):
 //!
 //! ```text
-//! cargo run -p crds --bin crdgen > crds/toolgate.dev.yaml
+//! cargo run -q -p crds --bin crdgen > crds/toolgate.dev.yaml && cp crds/toolgate.dev.yaml charts/toolgate/crds/toolgate.dev.yaml
 //! ```
 //!
 //! The test `generated_yaml_is_current` fails while the file is stale.
@@ -64,6 +65,13 @@ pub const VERSION: &str = "v1alpha1";
 /// Path of the committed CRD YAML, relative to the workspace root.
 pub const CRD_YAML_PATH: &str = "crds/toolgate.dev.yaml";
 
+/// The one command, run from the workspace root, that regenerates
+/// [`CRD_YAML_PATH`] and its copy in the Helm chart. Every staleness check
+/// names this, so a failing one says what to run.
+pub const CRD_REGENERATE_COMMAND: &str =
+    "cargo run -q -p crds --bin crdgen > crds/toolgate.dev.yaml \
+     && cp crds/toolgate.dev.yaml charts/toolgate/crds/toolgate.dev.yaml";
+
 /// Both CRDs: McpUpstream first, then McpOverlay.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![McpUpstream::crd(), McpOverlay::crd()]
@@ -72,9 +80,9 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// The content of [`CRD_YAML_PATH`]: both CRDs as one multi-document YAML
 /// stream, preceded by a header saying how it is made.
 pub fn crd_yaml() -> String {
-    let mut out = String::from(
-        "# Generated from crds/src by `cargo run -p crds --bin crdgen > crds/toolgate.dev.yaml`.\n\
-         # Do not edit: change the Rust types and regenerate.\n",
+    let mut out = format!(
+        "# Generated from crds/src by `{CRD_REGENERATE_COMMAND}`.\n\
+         # Do not edit: change the Rust types and regenerate.\n"
     );
     for crd in crds() {
         out.push_str("---\n");

@@ -7,7 +7,7 @@
 //! that targets it, by `order` ascending, ties broken by name. An overlay
 //! named in `spec.overlays` that also targets the upstream applies once.
 //!
-//! Field comments follow the same nullable/default convention as
+//! Field comments follow the same optional/default convention as
 //! [`crate::upstream`].
 
 use std::collections::BTreeMap;
@@ -67,35 +67,34 @@ pub const MAX_STATUS_UNMATCHED: usize = 50;
 #[serde(rename_all = "camelCase")]
 pub struct McpOverlaySpec {
     /// The one McpUpstream (in this namespace) to apply to. Exactly one of
-    /// `upstreamRef` and `upstreamSelector`. Nullable, skipped when `None`.
+    /// `upstreamRef` and `upstreamSelector`. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_ref: Option<UpstreamRef>,
 
     /// Apply to every McpUpstream in this namespace carrying these labels.
-    /// Nullable, skipped when `None`.
+    /// Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream_selector: Option<UpstreamSelector>,
 
     /// Position among the overlays that target an upstream (not those it
     /// lists in `spec.overlays`, which come first): lower first, ties by
-    /// name. Non-nullable with default `0`.
+    /// name. Defaults to `0`.
     #[serde(default)]
     pub order: i32,
 
     /// The Overlay document, YAML or JSON. Exactly one of `inline` and
-    /// `configMapRef`. Nullable, skipped when `None`.
+    /// `configMapRef`. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<String>,
 
     /// A ConfigMap key in this namespace holding the Overlay document.
-    /// Nullable, skipped when `None`.
+    /// Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_ref: Option<ConfigMapKeyRef>,
 
     /// When `true`, an action whose target matches nothing fails the
     /// upstreams with `OverlayTargetUnmatched` (the last good catalog keeps
-    /// serving) instead of being a warning. Non-nullable with default
-    /// `false`.
+    /// serving) instead of being a warning. Defaults to `false`.
     #[serde(default)]
     pub strict: bool,
 }
@@ -139,8 +138,8 @@ impl UpstreamSelector {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpOverlayStatus {
-    /// The `metadata.generation` this status describes. Nullable, skipped
-    /// when `None` (not reconciled yet).
+    /// The `metadata.generation` this status describes. Optional; omitted
+    /// when unset (not reconciled yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
@@ -155,13 +154,13 @@ pub struct McpOverlayStatus {
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
 
-    /// Names of the McpUpstreams this overlay applied to, sorted. Skipped
+    /// Names of the McpUpstreams this overlay applied to, sorted. Omitted
     /// when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied_to: Vec<String>,
 
     /// Actions whose target matched nothing, per upstream, at most
-    /// 50. Skipped when empty.
+    /// 50. Omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_STATUS_UNMATCHED))]
     pub unmatched_targets: Vec<UnmatchedTarget>,

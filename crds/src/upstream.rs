@@ -3,11 +3,13 @@
 //!
 //! Field comments say, for each field, whether it is required, what absence
 //! means and whether the API server fills in a default (the convention of
-//! kube's `crd_derive_schema.rs` example). In short: `Option` fields are
-//! skipped when `None` and have no schema default, so absence reaches the
-//! operator, which applies the documented default; plain scalar fields inside
-//! an optional block carry a schema default, so the API server fills them in
-//! whenever the block is present.
+//! kube's `crd_derive_schema.rs` example), in Kubernetes terms because they
+//! become the CRD's field descriptions. In short: `Option` fields
+//! ("Optional; omitted when unset") are skipped when `None` and have no
+//! schema default, so absence reaches the operator, which applies the
+//! documented default; plain scalar fields inside an optional block
+//! ("Defaults to ...") carry a schema default, so the API server fills them
+//! in whenever the block is present.
 //!
 //! "Exactly one of" rules are CEL rules (`x-kubernetes-validations`) on the
 //! struct holding the alternatives, so `kubectl apply` rejects a bad object
@@ -111,14 +113,14 @@ pub struct McpUpstreamSpec {
 
     /// Where tool calls go, e.g. `https://api.example.com/v2`; paths of the
     /// document are appended. Exactly one of `baseUrl` and `serviceRef`.
-    /// Nullable, skipped when `None`; no default (the document's `servers`
-    /// are never used, so the cluster decides where calls go).
+    /// Optional, no default (the document's `servers` are never used, so
+    /// the cluster decides where calls go).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048), pattern(HTTP_URL_PATTERN))]
     pub base_url: Option<String>,
 
     /// A Service in this namespace to send tool calls to. Exactly one of
-    /// `baseUrl` and `serviceRef`. Nullable, skipped when `None`.
+    /// `baseUrl` and `serviceRef`. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_ref: Option<ServiceRef>,
 
@@ -127,8 +129,8 @@ pub struct McpUpstreamSpec {
 
     /// Names of McpOverlays in this namespace, applied in this order before
     /// McpOverlays that select this upstream themselves. A missing name
-    /// fails the upstream with `OverlayNotFound`. Skipped when empty; no
-    /// default.
+    /// fails the upstream with `OverlayNotFound`. Optional, no default; omitted
+    /// when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(
         length(max = 32),
@@ -137,36 +139,36 @@ pub struct McpUpstreamSpec {
     pub overlays: Vec<String>,
 
     /// How tool names and descriptions are derived. `separator` can only be
-    /// `__` here (the gateway is shared). Nullable, skipped when
-    /// `None`: absent means the compiler's defaults (separator `__`, names
+    /// `__` here (the gateway is shared). Optional; absent
+    /// means the compiler's defaults (separator `__`, names
     /// up to 64 characters, conflicts are errors). Inside the block, omitted
     /// fields get the defaults shown in the schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub naming: Option<catalog::NamingOptions>,
 
     /// Which operations become tools, plus extra parameters and the raw
-    /// request tool. Nullable, skipped when `None`: absent means every
+    /// request tool. Optional; absent means every
     /// operation is a tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<catalog::ToolOptions>,
 
-    /// Shape of the tools' input schemas. Nullable, skipped when `None`:
-    /// absent means `bodyMode: auto`, `additionalProperties: false`.
+    /// Shape of the tools' input schemas. Optional; absent
+    /// means `bodyMode: auto`, `additionalProperties: false`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<catalog::SchemaOptions>,
 
-    /// Request and response validation at the gateway. Nullable, skipped
-    /// when `None`: absent means every field below at its default.
+    /// Request and response validation at the gateway. Optional; absent
+    /// means every field below at its default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub validation: Option<ValidationSpec>,
 
-    /// Credentials the gateway sends upstream. Nullable, skipped when `None`:
-    /// absent means no credentials (`type: none`).
+    /// Credentials the gateway sends upstream. Optional; absent means no
+    /// credentials (`type: none`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthSpec>,
 
-    /// HTTP client settings for tool calls. Nullable, skipped when `None`:
-    /// absent means every field below at its default.
+    /// HTTP client settings for tool calls. Optional; absent means every
+    /// field below at its default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpSpec>,
 }
@@ -207,11 +209,11 @@ pub struct ServiceRef {
     /// Service port number. Required.
     #[schemars(range(min = 1, max = 65535))]
     pub port: i32,
-    /// Non-nullable with default `http`.
+    /// Defaults to `http`.
     #[serde(default)]
     pub scheme: Scheme,
     /// Path prefix prepended to the document's paths, e.g. `/api/v2`.
-    /// Nullable, skipped when `None`: absent means `/`.
+    /// Optional; absent means `/`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024), pattern("^/"))]
     pub path: Option<String>,
@@ -242,35 +244,34 @@ pub enum Scheme {
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct OpenApiSource {
-    /// The document itself, YAML or JSON. Nullable, skipped when `None`.
+    /// The document itself, YAML or JSON. Optional; omitted when unset.
     /// Mind the 1.5 MiB object size limit: large documents belong in a
     /// ConfigMap (`binaryData` may hold it gzipped) or behind a URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline: Option<String>,
 
     /// A ConfigMap key in this namespace holding the document. The upstream
-    /// recompiles when the ConfigMap changes. Nullable, skipped when `None`.
+    /// recompiles when the ConfigMap changes. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_ref: Option<ConfigMapKeyRef>,
 
     /// An http(s) URL the operator fetches the document from. Refetched
     /// every `refreshInterval` with a conditional GET (`If-None-Match` with
     /// the last `ETag`, else `If-Modified-Since`), so an unchanged document
-    /// costs one 304. Nullable, skipped when `None`.
+    /// costs one 304. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048), pattern(HTTP_URL_PATTERN))]
     pub url: Option<String>,
 
     /// How often `url` is refetched, e.g. `5m`, `1h30m` (units `ms`, `s`,
-    /// `m`, `h`). Only with `url`. Nullable, skipped when `None`: absent
-    /// means 10m.
+    /// `m`, `h`). Only with `url`. Optional; absent means 10m.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(DURATION_PATTERN))]
     pub refresh_interval: Option<String>,
 
     /// A Secret in this namespace whose entries are sent as request headers
     /// when fetching `url` (key = header name, value = header value), e.g.
-    /// `Authorization`. Only with `url`. Nullable, skipped when `None`.
+    /// `Authorization`. Only with `url`. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers_from: Option<SecretRef>,
 }
@@ -285,30 +286,30 @@ pub struct OpenApiSource {
 pub struct ValidationSpec {
     /// Check tool arguments against the input schema before calling; a
     /// failing call never reaches the upstream and the model is told which
-    /// fields are wrong. Non-nullable with default `true`.
+    /// fields are wrong. Defaults to `true`.
     #[serde(default = "default_true")]
     pub request: bool,
 
     /// Check response bodies against the operation's response schema.
-    /// Non-nullable with default `false`.
+    /// Defaults to `false`.
     #[serde(default)]
     pub response: bool,
 
     /// What a response failing its schema does when `response` is on.
-    /// Non-nullable with default `warn`.
+    /// Defaults to `warn`.
     #[serde(default)]
     pub response_failure: ResponseFailure,
 
     /// Status codes that count as success (a normal tool result) in
     /// addition to 2xx, e.g. `[404]` for an API that answers "not found"
-    /// for empty searches. Skipped when empty; no default.
+    /// for empty searches. Optional, no default; omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64), inner(range(min = 100, max = 599)))]
     pub success_status: Vec<u16>,
 
     /// Status codes that count as tool errors (`isError: true`) even though
-    /// they are 2xx, e.g. `[202]` for an API that only accepts work. Skipped
-    /// when empty; no default.
+    /// they are 2xx, e.g. `[202]` for an API that only accepts work.
+    /// Optional, no default; omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64), inner(range(min = 100, max = 599)))]
     pub error_status: Vec<u16>,
@@ -374,30 +375,30 @@ pub struct AuthSpec {
     pub type_: AuthType,
 
     /// The Secret holding the credentials. Required unless `type` is
-    /// `none`. Nullable, skipped when `None`.
+    /// `none`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<AuthSecretRef>,
 
     /// `apiKey`: the header carrying the key, e.g. `X-API-Key`. Exactly one
-    /// of `header` and `query` with `apiKey`. Nullable, skipped when `None`.
+    /// of `header` and `query` with `apiKey`. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256), pattern(HEADER_NAME_PATTERN))]
     pub header: Option<String>,
 
     /// `apiKey`: the query parameter carrying the key, e.g. `api_key`.
-    /// Nullable, skipped when `None`.
+    /// Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub query: Option<String>,
 
     /// `oauth2ClientCredentials`: the token endpoint. Required with that
-    /// type. Nullable, skipped when `None`.
+    /// type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048), pattern(HTTP_URL_PATTERN))]
     pub token_url: Option<String>,
 
-    /// `oauth2ClientCredentials`: scopes to request. Skipped when empty; no
-    /// default.
+    /// `oauth2ClientCredentials`: scopes to request. Optional, no default;
+    /// omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub scopes: Vec<String>,
@@ -421,7 +422,7 @@ pub enum AuthType {
 }
 
 /// A Secret in the upstream's namespace and the keys to read from it. Each
-/// key field is nullable, skipped when `None`; absent means the default
+/// key field is optional and omitted when unset; absent means the default
 /// named on the field.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -484,21 +485,20 @@ impl AuthSecretRef {
 #[serde(rename_all = "camelCase")]
 pub struct HttpSpec {
     /// Per-call timeout, e.g. `30s`, `1m` (units `ms`, `s`, `m`, `h`).
-    /// Nullable, skipped when `None`: absent means 30s.
+    /// Optional; absent means 30s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(DURATION_PATTERN))]
     pub timeout: Option<String>,
 
     /// Responses larger than this fail the call instead of reaching the
-    /// model. Nullable, skipped when `None`: absent means
-    /// 10 MiB.
+    /// model. Optional; absent means 10 MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_response_bytes: Option<u64>,
 
     /// Headers added to every call. Plain values: credentials belong in
     /// `auth`. Values are one line: no line breaks or other control
-    /// characters (tab allowed). Skipped when empty; no default.
+    /// characters (tab allowed). Optional, no default; omitted when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "header_map_schema")]
     pub headers: BTreeMap<String, String>,
@@ -521,8 +521,8 @@ fn header_map_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpUpstreamStatus {
-    /// The `metadata.generation` this status describes. Nullable, skipped
-    /// when `None` (not reconciled yet).
+    /// The `metadata.generation` this status describes. Optional; omitted
+    /// when unset (not reconciled yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
@@ -556,40 +556,40 @@ pub struct McpUpstreamStatus {
 
     /// Tools currently published for this upstream. When the latest spec
     /// fails, this still counts the last good catalog, which keeps serving.
-    /// Nullable, skipped when `None` (nothing published yet).
+    /// Optional; omitted when unset (nothing published yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_count: Option<u32>,
 
     /// The compiler's warnings (unmatched overlay targets, cut circular
-    /// references, ...), at most 20. Skipped when empty.
+    /// references, ...), at most 20. Omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_STATUS_WARNINGS))]
     pub warnings: Vec<String>,
 
     /// Total number of warnings, including those cut from `warnings`.
-    /// Nullable, skipped when `None`.
+    /// Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning_count: Option<u32>,
 
     /// Operations that did not become tools, at most
-    /// 50. Skipped when empty.
+    /// 50. Omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_STATUS_REJECTED))]
     pub rejected_operations: Vec<RejectedOperation>,
 
     /// Total number of rejected operations, including those cut from
-    /// `rejectedOperations`. Nullable, skipped when `None`.
+    /// `rejectedOperations`. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected_count: Option<u32>,
 
     /// Hash of the published catalog of this upstream (the catalog's own
-    /// `hash`). Unchanged hash, unchanged tools. Nullable, skipped when
-    /// `None`.
+    /// `hash`). Unchanged hash, unchanged tools. Optional; omitted when
+    /// unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog_hash: Option<String>,
 
-    /// Gateway replicas that report serving `catalogHash`. Nullable, skipped
-    /// when `None` (not reported).
+    /// Gateway replicas that report serving `catalogHash`. Optional; omitted
+    /// when unset (not reported).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub served_replicas: Option<i32>,
 }
@@ -636,8 +636,8 @@ pub struct RejectedOperation {
     pub path: String,
     /// A `catalog::RejectReason` name, e.g. `ReadOnlyMode`.
     pub reason: String,
-    /// Details, e.g. which parameter is malformed. Nullable, skipped when
-    /// `None`.
+    /// Details, e.g. which parameter is malformed. Optional; omitted when
+    /// unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }

@@ -32,7 +32,8 @@ pub fn unknown_tool(name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown tool: {name}"), None)
 }
 
-/// The error for a cursor this server did not issue.
+/// The error for a cursor that is not a decimal offset, so not one this
+/// server issued.
 pub fn bad_cursor() -> ErrorData {
     ErrorData::invalid_params("invalid pagination cursor", None)
 }

@@ -3,8 +3,10 @@
 //!
 //! - `/mcp` serves every tool; `/mcp/{prefix}` serves one upstream's tools
 //!   and treats every other tool as unknown.
-//! - `tools/list` pages through the snapshot with an opaque cursor; the
-//!   tools' schemas are `Arc`s, so a page clones pointers, not schemas.
+//! - `tools/list` pages through the snapshot; the cursor is today the
+//!   decimal offset of the page's first tool (clients must still treat it
+//!   as opaque: it may change). The tools' schemas are `Arc`s, so a page
+//!   clones pointers, not schemas.
 //! - Each reload that changes a session's visible tools sends it
 //!   `notifications/tools/list_changed`: sessions of the `initialize`
 //!   protocol versions get it on their stream, 2026-07-28 clients through
@@ -84,13 +86,6 @@ impl Shared {
             }
             notified.await;
         }
-    }
-
-    /// Sessions (initialize protocol versions) still connected.
-    pub fn session_count(&self) -> usize {
-        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        s.retain(|(p, _)| !p.is_transport_closed());
-        s.len()
     }
 
     /// Drops closed sessions' peers shortly, once for any number of

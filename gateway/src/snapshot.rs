@@ -106,10 +106,6 @@ impl ToolEntry {
             .and_then(|r| r.as_ref().ok())
     }
 
-    pub fn has_output_schema(&self) -> bool {
-        self.output_json.is_some()
-    }
-
     /// The response check for `status`: exact, then `2XX`-style, then
     /// `default`.
     pub fn response_check(&self, status: u16) -> Option<ResponseCheck<'_>> {

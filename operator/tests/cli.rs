@@ -16,6 +16,7 @@ fn crds_prints_the_committed_crd_yaml() {
     .expect("crds/toolgate.dev.yaml");
     assert!(
         String::from_utf8_lossy(&out.stdout) == committed,
-        "crds/toolgate.dev.yaml is stale: regenerate it with `cargo run -p toolgate-operator -- crds > crds/toolgate.dev.yaml`"
+        "crds/toolgate.dev.yaml is stale: regenerate it with `{}`",
+        crds::CRD_REGENERATE_COMMAND
     );
 }

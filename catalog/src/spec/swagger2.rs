@@ -1,6 +1,6 @@
 //! Swagger 2.0 → OpenAPI 3.0.3 conversion on the raw JSON value.
 //!
-//! CONTRACT (owned by the swagger2 work; used by spec/mod.rs):
+//! What [`convert`] guarantees to its caller, `spec::load`:
 //!
 //! - [`convert`] takes a document already identified as Swagger 2.0 and
 //!   returns an OpenAPI 3.0.3 document with the same operations under

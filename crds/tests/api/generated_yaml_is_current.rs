@@ -20,10 +20,10 @@ fn generated_yaml_is_current() {
             .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
         panic!(
             "{} is stale (first difference at line {}).\nRegenerate it from the workspace root with:\n\n    \
-             cargo run -p crds --bin crdgen > {}\n",
+             {}\n",
             crds::CRD_YAML_PATH,
             first_diff + 1,
-            crds::CRD_YAML_PATH,
+            crds::CRD_REGENERATE_COMMAND,
         );
     }
 }

@@ -347,8 +347,8 @@ fn numbered(i: usize, api_base: &str) -> Value {
 }
 
 /// apply → listed: from creating an McpUpstream to its tools in a connected
-/// client's tools/list (after list_changed). Prints p50/p99; the README
-/// reports the numbers of `cargo test --release -p gateway --test e2e
+/// client's tools/list (after list_changed). Prints p50/p99;
+/// docs/measurements.md reports the numbers of `cargo test --release -p gateway --test e2e
 /// apply_to_listed -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "measurement: run with --release -- --ignored --nocapture"]

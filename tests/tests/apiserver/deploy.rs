@@ -609,7 +609,8 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
 fn the_charts_crds_are_the_generated_crds() {
     assert!(
         read("charts/toolgate/crds/toolgate.dev.yaml") == read("crds/toolgate.dev.yaml"),
-        "charts/toolgate/crds/toolgate.dev.yaml is stale: cp crds/toolgate.dev.yaml charts/toolgate/crds/"
+        "charts/toolgate/crds/toolgate.dev.yaml is stale: regenerate it with `{}`",
+        crds::CRD_REGENERATE_COMMAND
     );
 }
 

@@ -1123,3 +1123,29 @@ async fn status_is_server_side_applied_and_edits_by_others_are_taken_back() {
     .await;
     op.stop().await;
 }
+
+/// Two operations that compile to one name: the condition tells the user
+/// the extension that renames one (`x-mcp-tool-name`, not `x-mcp-name`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_conflict_names_the_extension_that_resolves_it() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    let doc = json!({
+        "openapi": "3.0.3",
+        "info": {"title": "clash", "version": "1"},
+        "paths": {
+            "/a": {"get": {"operationId": "same", "responses": {"200": {"description": "ok"}}}},
+            "/b": {"get": {"operationId": "same", "responses": {"200": {"description": "ok"}}}},
+        },
+    });
+    w.apply_upstream(NS, "clash", inline(&doc.to_string(), "clash"))
+        .await;
+    let u = wait_ready(&w, NS, "clash", "False", "NameConflict").await;
+    let (_, _, msg) = cond(&u, "Compiled").expect("Compiled");
+    assert!(
+        msg.contains("GET /a and GET /b") || msg.contains("get /a and get /b"),
+        "{msg}"
+    );
+    assert!(msg.contains("rename one with x-mcp-tool-name"), "{msg}");
+    op.stop().await;
+}

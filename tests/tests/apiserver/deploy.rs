@@ -627,6 +627,15 @@ fn the_charts_values_satisfy_its_schema() {
     let mut typo = values.clone();
     typo["gateway"]["replica"] = json!(3);
     assert!(!validator.is_valid(&typo), "unknown keys are rejected");
+    // Helm passes `global` to every subchart: as a dependency of an
+    // umbrella chart, toolgate must accept it.
+    let mut subchart = values.clone();
+    subchart["global"] = json!({"imageRegistry": "registry.example"});
+    let errors: Vec<String> = validator
+        .iter_errors(&subchart)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "with global: {errors:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

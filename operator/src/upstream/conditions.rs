@@ -16,7 +16,8 @@ pub struct Outcome {
     pub overlays: Option<Result<Vec<String>, Failure>>,
     pub compiled: Option<Result<Arc<Summary>, Failure>>,
     pub prefix: Result<(), Failure>,
-    pub runtime: Option<Result<(), Failure>>,
+    /// The gateway settings and credentials ([`crate::settings`]).
+    pub settings: Result<(), Failure>,
     pub published: Published,
     /// Gateway replicas serving the published (or stale) version.
     pub served: Option<ServedBy>,
@@ -126,7 +127,7 @@ pub fn conditions(o: &Outcome) -> Vec<Cond> {
         &o.overlays.clone().and_then(Result::err),
         &o.compiled.clone().and_then(Result::err),
         &o.prefix.clone().err(),
-        &o.runtime.clone().and_then(Result::err),
+        &o.settings.clone().err(),
     ]
     .into_iter()
     .flatten()

@@ -49,23 +49,16 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
     let prefix = prefix_claim(ctx, u);
     let spec = users_fault(ctx.sources.spec(u).await)?;
     let mut overlay_outcomes = BTreeMap::new();
-    let built = match &spec {
+    let mut built = match &spec {
         Ok(spec) => compile(ctx, u, spec, &mut overlay_outcomes).await?,
         Err(_) => Built::default(),
     };
     let settings = users_fault(crate::settings::read(&ctx.client, u).await)?;
 
-    let published = publish(
-        ctx,
-        u,
-        &prefix,
-        &spec,
-        built.fresh,
-        &built.loaded,
-        &built.compiled,
-        &settings,
-    )
-    .await?;
+    // Moved, not shared: publishing drops it as soon as it is copied, so
+    // a large catalog is not held twice while it is encoded.
+    let fresh = built.fresh.take();
+    let published = publish(ctx, u, &prefix, &spec, &built, fresh, &settings).await?;
 
     let outcome = Outcome {
         served: match &published {
@@ -78,7 +71,7 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         overlays: built.overlays,
         compiled: built.compiled,
         prefix,
-        runtime: Some(settings.map(drop)),
+        settings: settings.map(drop),
         published,
     };
     match &outcome.spec {
@@ -106,7 +99,7 @@ struct Built {
     /// `None` when nothing was compiled (no document, a bad overlay).
     compiled: Option<Result<Arc<Summary>, Failure>>,
     /// The catalog, when this reconcile compiled it (else only its summary
-    /// is cached).
+    /// is cached); taken by publishing.
     fresh: Option<Arc<catalog::UpstreamCatalog>>,
     loaded: Vec<LoadedOverlay>,
 }
@@ -146,20 +139,18 @@ async fn compile(
 
 /// Publishes the compiled catalog when every stage allows it; otherwise
 /// keeps the last good version (stale) or, without a prefix, unpublishes.
-#[allow(clippy::too_many_arguments)]
 async fn publish(
     ctx: &Context,
     u: &McpUpstream,
     prefix: &Result<(), Failure>,
     spec: &Result<SpecBytes, Failure>,
+    built: &Built,
     fresh: Option<Arc<catalog::UpstreamCatalog>>,
-    loaded: &[LoadedOverlay],
-    compiled: &Option<Result<Arc<Summary>, Failure>>,
     settings: &Result<(UpstreamConfig, BTreeMap<String, Vec<u8>>), Failure>,
 ) -> Result<Published, Error> {
     let source = u.key();
     let current = ctx.publisher.published(&source).await?;
-    let (summary, (config, creds)) = match (prefix, compiled, settings) {
+    let (summary, (config, creds)) = match (prefix, &built.compiled, settings) {
         (Err(f), _, _) => {
             if ctx.publisher.unpublish(&source).await? {
                 tracing::info!(upstream = %source, "unpublished: lost its prefix");
@@ -199,7 +190,12 @@ async fn publish(
     }
     let cat = match (fresh, spec) {
         (Some(c), _) => Some(c),
-        (None, Ok(spec)) => ctx.compiler.compile(&source, u, spec, loaded, true).await.1,
+        (None, Ok(spec)) => {
+            ctx.compiler
+                .compile(&source, u, spec, &built.loaded, true)
+                .await
+                .1
+        }
         (None, Err(_)) => None,
     };
     let cat = cat.ok_or_else(|| {

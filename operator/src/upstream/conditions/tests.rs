@@ -40,7 +40,7 @@ fn good() -> Outcome {
         overlays: Some(Ok(vec!["ns/a".into(), "ns/b".into()])),
         compiled: Some(Ok(summary())),
         prefix: Ok(()),
-        runtime: Some(Ok(())),
+        settings: Ok(()),
         published: Published::Current(entry()),
         served: Some(ServedBy {
             serving: 2,
@@ -193,7 +193,7 @@ fn a_lost_prefix_is_reported_on_its_own_condition_and_ready() {
 #[test]
 fn bad_settings_show_on_ready_only() {
     let o = Outcome {
-        runtime: Some(Err(fail(Reason::SecretNotFound))),
+        settings: Err(fail(Reason::SecretNotFound)),
         published: Published::Not(fail(Reason::SecretNotFound)),
         served: None,
         ..good()
@@ -242,7 +242,7 @@ fn the_whole_truth_table_holds_its_invariants() {
         Some(Err(fail(Reason::SpecInvalid))),
     ];
     let prefixes = [Ok(()), Err(fail(Reason::PrefixConflict))];
-    let runtimes = [None, Some(Ok(())), Some(Err(fail(Reason::SecretNotFound)))];
+    let settings = [Ok(()), Err(fail(Reason::SecretNotFound))];
     let published = || {
         [
             Published::Current(entry()),
@@ -266,7 +266,7 @@ fn the_whole_truth_table_holds_its_invariants() {
         for ov in &overlays {
             for co in &compiled {
                 for pr in &prefixes {
-                    for rt in &runtimes {
+                    for st in &settings {
                         for (pi, _) in published().iter().enumerate() {
                             for sv in &served {
                                 let o = Outcome {
@@ -274,7 +274,7 @@ fn the_whole_truth_table_holds_its_invariants() {
                                     overlays: ov.clone(),
                                     compiled: co.clone(),
                                     prefix: pr.clone(),
-                                    runtime: rt.clone(),
+                                    settings: st.clone(),
                                     published: published().into_iter().nth(pi).unwrap(),
                                     served: *sv,
                                 };
@@ -287,7 +287,7 @@ fn the_whole_truth_table_holds_its_invariants() {
             }
         }
     }
-    assert_eq!(checked, 2 * 3 * 3 * 2 * 3 * 3 * 3);
+    assert_eq!(checked, 2 * 3 * 3 * 2 * 2 * 3 * 3);
 }
 
 fn check(o: &Outcome) {
@@ -304,7 +304,7 @@ fn check(o: &Outcome) {
         o.overlays.as_ref().and_then(|r| r.as_ref().err()),
         o.compiled.as_ref().and_then(|r| r.as_ref().err()),
         o.prefix.as_ref().err(),
-        o.runtime.as_ref().and_then(|r| r.as_ref().err()),
+        o.settings.as_ref().err(),
     ]
     .into_iter()
     .flatten()

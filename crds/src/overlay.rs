@@ -177,3 +177,15 @@ pub struct UnmatchedTarget {
     /// The action's JSONPath `target`.
     pub target: String,
 }
+
+impl McpOverlay {
+    /// `namespace/name`: how the operator keys an overlay.
+    pub fn key(&self) -> String {
+        use kube::ResourceExt;
+        format!(
+            "{}/{}",
+            self.namespace().unwrap_or_default(),
+            self.name_any()
+        )
+    }
+}

@@ -177,7 +177,7 @@ impl Compiler {
             Ok(Ok(cat)) => match transform_failure(&cat) {
                 Some(f) => Err(f),
                 None => {
-                    let summary = summarize(&cat, overlays);
+                    let summary = summarize(&cat);
                     catalog = Some(Arc::new(cat));
                     Ok(Arc::new(summary))
                 }
@@ -220,22 +220,19 @@ fn input_hash(
     format!("{:x}", h.finalize())
 }
 
-fn summarize(cat: &catalog::UpstreamCatalog, overlays: &[LoadedOverlay]) -> Summary {
+fn summarize(cat: &catalog::UpstreamCatalog) -> Summary {
     let mut recorded = McpUpstreamStatus::default();
     recorded.record_catalog(cat);
-    let mut unmatched = Vec::new();
-    for o in overlays {
-        for w in &cat.warnings {
-            if w.code != catalog::WarningCode::OverlayTargetUnmatched {
-                continue;
-            }
-            if let Some(catalog::Location::Overlay { name, action }) = &w.at {
-                if *name == o.name {
-                    unmatched.push((o.name.clone(), *action));
-                }
-            }
-        }
-    }
+    // Only the overlays given to the compiler can be named here.
+    let unmatched = cat
+        .warnings
+        .iter()
+        .filter(|w| w.code == catalog::WarningCode::OverlayTargetUnmatched)
+        .filter_map(|w| match &w.at {
+            Some(catalog::Location::Overlay { name, action }) => Some((name.clone(), *action)),
+            _ => None,
+        })
+        .collect();
     Summary {
         catalog_hash: cat.hash.clone(),
         prefix: cat.prefix.clone(),

@@ -23,7 +23,7 @@ use crate::sync::lock;
 pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, Error> {
     let ns = o.namespace().unwrap_or_default();
     let name = o.name_any();
-    let okey = format!("{ns}/{name}");
+    let okey = o.key();
     tracing::debug!(overlay = %okey, "reconciling overlay");
 
     let own = match ctx.sources.overlay(&ns, &o).await {

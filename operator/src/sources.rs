@@ -181,7 +181,7 @@ impl Sources {
     pub async fn spec(&self, u: &McpUpstream) -> Result<SpecBytes, Failure> {
         let ns = u.namespace().unwrap_or_default();
         let src = &u.spec.openapi;
-        let key = format!("{ns}/{}", u.name_any());
+        let key = u.key();
         if src.url.is_none() {
             self.forget(&key);
         }

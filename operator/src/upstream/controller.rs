@@ -216,7 +216,7 @@ fn upstreams_of_overlay(ctx: &Context, o: &McpOverlay) -> Vec<ObjectRef<McpUpstr
         return vec![];
     };
     let name = o.name_any();
-    let okey = format!("{}/{name}", o.namespace().unwrap_or_default());
+    let okey = o.key();
     // Upstreams it applied to last time, in case its selector moved away.
     let before: Vec<String> = lock(&ctx.overlay_outcomes)
         .get(&okey)

@@ -267,7 +267,7 @@ fn the_whole_truth_table_holds_its_invariants() {
             for co in &compiled {
                 for pr in &prefixes {
                     for st in &settings {
-                        for (pi, _) in published().iter().enumerate() {
+                        for pi in 0..published().len() {
                             for sv in &served {
                                 let o = Outcome {
                                     spec: spec.clone(),
@@ -275,7 +275,7 @@ fn the_whole_truth_table_holds_its_invariants() {
                                     compiled: co.clone(),
                                     prefix: pr.clone(),
                                     settings: st.clone(),
-                                    published: published().into_iter().nth(pi).unwrap(),
+                                    published: published().into_iter().nth(pi).expect("in range"),
                                     served: *sv,
                                 };
                                 check(&o);

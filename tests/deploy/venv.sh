@@ -4,8 +4,11 @@
 #   - helm-python-sdk: Helm's own Go SDK (v4) as a library in a wheel, to
 #     lint and render charts/toolgate where no helm binary can be installed;
 #   - kubernetes-validate: the Kubernetes OpenAPI schemas, to validate every
-#     rendered object.
-# Both come from PyPI. Without them those tests print a note and skip, or
+#     rendered object;
+#   - beside the venv, in gateway-api/: @kubernetes-models/gateway-api (npm,
+#     version pinned in tests/deploy/gateway-api), the Gateway API CRDs'
+#     schemas, to validate the chart's HTTPRoute (needs Node.js and npm).
+# The first two come from PyPI. Without them those tests print a note and skip, or
 # fail under CI=true (.ci/run sets it).
 #
 #   export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh)
@@ -31,4 +34,14 @@ if [ ! -f "$stamp" ]; then
     "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" >&2
   touch "$stamp"
 fi
+gateway_api="$DEPLOY_VENV/gateway-api"
+if ! cmp -s tests/deploy/gateway-api/package-lock.json "$gateway_api/package-lock.json" ||
+  [ ! -d "$gateway_api/node_modules" ]; then
+  command -v npm >/dev/null || { echo "venv.sh: npm (Node.js 20+) is required" >&2; exit 1; }
+  mkdir -p "$gateway_api"
+  cp tests/deploy/gateway-api/package.json tests/deploy/gateway-api/package-lock.json "$gateway_api/"
+  (cd "$gateway_api" && npm ci --no-audit --no-fund --loglevel=error) >&2
+fi
+# Always the repository's copy: the script may change without the lock.
+cp tests/deploy/gateway-api/validate.mjs "$gateway_api/"
 echo "$DEPLOY_VENV/bin/python"

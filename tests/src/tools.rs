@@ -1,5 +1,6 @@
-//! External programs some tests drive: `kubectl`, and the Python that has
-//! Helm's SDK and the Kubernetes schemas (`tests/deploy/venv.sh`).
+//! External programs some tests drive: `kubectl`, the Python that has
+//! Helm's SDK and the Kubernetes schemas (`tests/deploy/venv.sh`), and
+//! Node.js with the Gateway API schemas it installs beside them.
 //!
 //! A test that cannot find one must not pass by doing nothing. Under CI
 //! (`CI=true`, which `.ci/run` exports; `CI=1` too) a missing tool fails
@@ -38,6 +39,24 @@ pub fn deploy_python() -> Option<PathBuf> {
         "the deploy Python (TOOLGATE_DEPLOY_PYTHON, unset or not a file)",
         "export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh), which installs \
          helm-python-sdk and kubernetes-validate from PyPI into a venv",
+    )
+}
+
+/// Node.js and the Gateway API schema check that `tests/deploy/venv.sh`
+/// installs beside the deploy Python (`<venv>/gateway-api/validate.mjs`):
+/// `(node, validate.mjs)`.
+pub fn gateway_api_validator() -> Option<(PathBuf, PathBuf)> {
+    let script = std::env::var_os("TOOLGATE_DEPLOY_PYTHON")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .and_then(|python| Some(python.parent()?.parent()?.join("gateway-api/validate.mjs")))
+        .filter(|p| p.is_file());
+    let found = script.zip(executable(OsStr::new("node")));
+    required(
+        found.map(|(script, node)| (node, script)),
+        "node and the Gateway API schemas (<deploy venv>/gateway-api/validate.mjs)",
+        "install Node.js 20+ and export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh), \
+         which also installs @kubernetes-models/gateway-api from npm",
     )
 }
 

@@ -78,6 +78,9 @@ Service's DNS names, loopback (kubectl port-forward), and any extra. */}}
 {{- if and .Values.ingress.enabled .Values.ingress.host -}}
 {{- $hosts = append $hosts .Values.ingress.host -}}
 {{- end -}}
+{{- if .Values.gatewayApi.enabled -}}
+{{- $hosts = concat $hosts .Values.gatewayApi.hostnames -}}
+{{- end -}}
 {{- $hosts = concat $hosts (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.clusterDomain) "localhost" "127.0.0.1") -}}
 {{- $hosts = concat $hosts .Values.gateway.extraAllowedHosts -}}
 {{- range $hosts }}

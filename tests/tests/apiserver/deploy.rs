@@ -818,3 +818,109 @@ fn the_demo_deployment_runs_toolgate_demo_with_flags_it_has() {
     assert_eq!(c["ports"][0]["containerPort"].to_string(), port);
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
 }
+
+/// `gatewayApi.enabled` renders an HTTPRoute to the gateway's Service that
+/// the Gateway API CRDs' schemas accept, and its host names reach the
+/// gateway's Host check.
+#[test]
+fn the_charts_httproute_validates_against_the_gateway_api_schema() {
+    let (Some(python), Some((node, validate))) =
+        (tools::deploy_python(), tools::gateway_api_validator())
+    else {
+        return;
+    };
+    let values = json!({"gatewayApi": {
+        "enabled": true,
+        "parentRefs": [{"name": "eg", "namespace": "envoy-gateway-system", "sectionName": "http"}],
+        "hostnames": ["mcp.example.com"],
+        "timeouts": {"request": "1h", "backendRequest": "30m"},
+    }});
+    let objs = yaml_docs(&render_chart(&python, &values));
+    check_install(&objs, NS, None);
+    let routes: Vec<&Value> = objs.iter().filter(|o| o["kind"] == "HTTPRoute").collect();
+    let [route] = routes[..] else {
+        panic!("one HTTPRoute, got {}", routes.len())
+    };
+    let svc = objs
+        .iter()
+        .find(|o| o["kind"] == "Service")
+        .expect("the gateway Service");
+    let rule = &route["spec"]["rules"][0];
+    assert_eq!(rule["backendRefs"][0]["name"], svc["metadata"]["name"]);
+    assert_eq!(
+        rule["backendRefs"][0]["port"],
+        svc["spec"]["ports"][0]["port"]
+    );
+    assert_eq!(rule["matches"][0]["path"]["value"], "/mcp");
+    assert_eq!(rule["timeouts"]["request"], "1h");
+    let gw = deployment(&objs, "gateway");
+    let args = strs(&gw["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--allowed-host", "mcp.example.com"]),
+        "the route's host name is an allowed Host: {args:?}"
+    );
+
+    // The default timeouts, and a broken copy to show the check can fail.
+    let default = yaml_docs(&render_chart(
+        &python,
+        &json!({"gatewayApi": {"enabled": true, "parentRefs": [{"name": "eg"}]}}),
+    ));
+    let default_route = default
+        .iter()
+        .find(|o| o["kind"] == "HTTPRoute")
+        .expect("the HTTPRoute")
+        .clone();
+    assert_eq!(
+        default_route["spec"]["rules"][0]["timeouts"]["request"], "0s",
+        "SSE streams are not cut by the route"
+    );
+    let mut broken = default_route.clone();
+    broken["metadata"]["name"] = json!("broken");
+    broken["spec"]["rules"][0]["matches"][0]["path"]["type"] = json!("Prefix");
+    broken["spec"]["rules"][0]["timeouts"]["request"] = json!("1 hour");
+
+    let dir = tempfile::tempdir().unwrap();
+    let check = |objs: &[&Value]| {
+        let file = dir.path().join("routes.json");
+        std::fs::write(&file, serde_json::to_vec(objs).unwrap()).unwrap();
+        run(Command::new(&node).arg(&validate).arg(&file))
+    };
+    let out = check(&[route, &default_route]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.matches(": valid").count(), 2, "{out}");
+    let err = check(&[&broken]).expect_err("a route with an unknown path type is invalid");
+    assert!(err.contains("/spec/rules/0/matches/0/path/type"), "{err}");
+    assert!(err.contains("/spec/rules/0/timeouts/request"), "{err}");
+
+    // Attaching to nothing is refused at render time, with what to set.
+    let out = Command::new(&python)
+        .arg(repo().join("tests/deploy/render_chart.py"))
+        .arg(repo().join("charts/toolgate"))
+        .args(["toolgate", NS])
+        .arg(json!({"gatewayApi": {"enabled": true}}).to_string())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("gatewayApi.parentRefs is required"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for bad in [
+        json!({"gatewayApi": {"hostnames": ["*.example.com"]}}),
+        json!({"gatewayApi": {"timeouts": {"request": "forever"}}}),
+        json!({"gatewayApi": {"parentRefs": [{"namespace": "x"}]}}),
+    ] {
+        let out = Command::new(&python)
+            .arg(repo().join("tests/deploy/render_chart.py"))
+            .arg(repo().join("charts/toolgate"))
+            .args(["toolgate", NS])
+            .arg(bad.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "{bad} rejected by values.schema.json"
+        );
+    }
+}

@@ -53,8 +53,8 @@ pub struct Summary {
     pub recorded: crds::McpUpstreamStatus,
     /// `(overlay namespace/name, action index)` of targets that matched nothing.
     pub unmatched: Vec<(String, u32)>,
-    /// Gzipped size, once encoded: a catalog over the cap is not compiled
-    /// again just to find out again.
+    /// Published (uncompressed JSON) size, once encoded: a catalog over the
+    /// cap is not compiled again just to find out again.
     pub encoded_size: OnceLock<usize>,
 }
 

@@ -41,7 +41,9 @@ struct RunArgs {
     /// This replica's identity in the Lease (default: the pod name, else the host name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
-    /// Largest gzipped catalog of one upstream; larger ones fail with CatalogTooLarge.
+    /// Largest published catalog of one upstream, in bytes of uncompressed
+    /// JSON (what each gateway replica holds); larger ones fail with
+    /// CatalogTooLarge.
     #[arg(long, default_value_t = catalog::publish::DEFAULT_MAX_UPSTREAM_BYTES)]
     max_upstream_bytes: usize,
     /// Largest OpenAPI document read from `spec.openapi.url`; larger ones

@@ -171,7 +171,7 @@ async fn publish(
         Failure::new(
             Reason::CatalogTooLarge,
             format!(
-                "the compiled catalog is {size} bytes gzipped ({} tools), over the operator's cap of {} bytes (--max-upstream-bytes); exclude toolsets or disable operations to shrink it",
+                "the compiled catalog is {size} bytes of JSON ({} tools), over the operator's cap of {} bytes (--max-upstream-bytes, which bounds what each gateway replica holds in memory); exclude toolsets or disable operations to shrink it",
                 summary.tools,
                 ctx.options.max_upstream_bytes
             ),
@@ -219,9 +219,9 @@ async fn publish(
     };
     drop(published);
     catalog::release_freed_memory();
-    let _ = summary.encoded_size.set(encoded.size);
-    if encoded.size > ctx.options.max_upstream_bytes {
-        return Ok(stale_or_not(current, too_large(encoded.size)));
+    let _ = summary.encoded_size.set(encoded.json_size);
+    if encoded.json_size > ctx.options.max_upstream_bytes {
+        return Ok(stale_or_not(current, too_large(encoded.json_size)));
     }
     let out = ctx
         .publisher

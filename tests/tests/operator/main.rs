@@ -1149,3 +1149,63 @@ async fn a_name_conflict_names_the_extension_that_resolves_it() {
     assert!(msg.contains("rename one with x-mcp-tool-name"), "{msg}");
     op.stop().await;
 }
+
+/// `--max-upstream-bytes` bounds the catalog as the gateway holds it
+/// (uncompressed JSON), not its gzipped size: a catalog that compresses
+/// well but is large fails with CatalogTooLarge, and the last good version
+/// keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_over_the_uncompressed_cap_fails_and_the_last_good_one_serves() {
+    const CAP: usize = 64 * 1024;
+    let w = World::new().await;
+    let op = w.operator_with("operator", false, |o| o.max_upstream_bytes = CAP);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    let good = w.index().await.entry("pets").cloned().expect("published");
+    assert!(good.tool_count > 0);
+
+    // 400 near-identical operations: well over the cap as JSON, a few KiB
+    // gzipped.
+    let paths: serde_json::Map<String, serde_json::Value> = (0..400)
+        .map(|i| {
+            (
+                format!("/things/{i}"),
+                json!({"get": {"operationId": format!("getThing{i}"),
+                    "description": "Returns the thing. ".repeat(8),
+                    "responses": {"200": {"description": "ok"}}}}),
+            )
+        })
+        .collect();
+    let big = json!({"openapi": "3.0.3", "info": {"title": "big", "version": "1"},
+        "paths": paths})
+    .to_string();
+    w.upstreams(NS)
+        .patch(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"openapi": {"inline": big}}})),
+        )
+        .await
+        .expect("patch");
+    let u = wait_ready(&w, NS, "pets", "False", "CatalogTooLarge").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("Ready");
+    assert!(
+        msg.contains("bytes of JSON (400 tools)") && msg.contains(&format!("cap of {CAP} bytes")),
+        "{msg}"
+    );
+    let size: usize = msg
+        .split("catalog is ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a size in {msg}"));
+    assert!(size > CAP, "{msg}");
+    let still = w
+        .index()
+        .await
+        .entry("pets")
+        .cloned()
+        .expect("still published");
+    assert_eq!(still.hash, good.hash, "the last good version keeps serving");
+    op.stop().await;
+}

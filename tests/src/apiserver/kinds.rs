@@ -1,6 +1,8 @@
 //! Kind-specific behaviour of built-in kinds and of CustomResourceDefinitions.
 //!
-//! Faithful: label keys and values and annotation keys are validated
+//! Faithful: empty `finalizers`, `labels`, `annotations` and
+//! `ownerReferences` are not stored (ObjectMeta's `omitempty`); label keys
+//! and values and annotation keys are validated
 //! (qualified names, 63-character values, 256 KiB of annotations);
 //! ConfigMap and Secret keys must be config keys and their payload at most
 //! 1 MiB (base64 fields counted decoded); Secret `stringData` is folded
@@ -252,6 +254,20 @@ impl Store {
         old: Option<&Value>,
         version: &str,
     ) -> Result<Option<ResourceType>, ApiError> {
+        // ObjectMeta is typed in the real server: its empty lists and maps
+        // are `omitempty`, so a patch that removes the last finalizer
+        // leaves no `finalizers` at all (kube-runtime's finalizer helper
+        // tests for exactly that before adding one again).
+        if let Some(meta) = obj["metadata"].as_object_mut() {
+            meta.retain(|k, v| {
+                !(matches!(
+                    k.as_str(),
+                    "finalizers" | "labels" | "annotations" | "ownerReferences"
+                ) && (v.is_null()
+                    || v.as_array().is_some_and(Vec::is_empty)
+                    || v.as_object().is_some_and(|m| m.is_empty())))
+            });
+        }
         let name = meta_str(obj, "name").to_string();
         let mut causes = validate_metadata(obj);
         match (rt.group.as_str(), rt.plural.as_str()) {

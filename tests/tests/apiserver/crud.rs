@@ -444,6 +444,36 @@ async fn a_namespace_stays_terminating_while_a_finalizer_holds_an_object_in_it()
 }
 
 #[tokio::test]
+async fn removing_the_last_finalizer_leaves_no_finalizers_field() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut held = cm("held", &[], &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let json_patch =
+        |ops: serde_json::Value| Patch::Json::<()>(serde_json::from_value(ops).unwrap());
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers/0"}])),
+    )
+    .await
+    .unwrap();
+    assert_eq!(api.get("held").await.unwrap().metadata.finalizers, None);
+    // What kube-runtime's finalizer helper sends to add the first one.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &json_patch(json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/again"]},
+        ])),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
 async fn a_deployments_scale_subresource_reads_and_writes_its_replicas() {
     let (s, client) = server().await;
     let api: Api<k8s_openapi::api::apps::v1::Deployment> =

@@ -310,7 +310,7 @@ async fn delete_free_lease(
             return Err(Error::Timeout {
                 waited: options.wait_timeout,
                 what: format!(
-                    "{object} to be released: {holder:?} keeps renewing it, so an operator still runs{}",
+                    "{object} to be released or to expire: {holder:?} holds it, so an operator still runs{}",
                     if options.operator_deployment.is_some() {
                         " outside that Deployment"
                     } else {

@@ -19,6 +19,8 @@
 //!   controllers, so two replicas never both write.
 //! - [`status`]: conditions with stable transition times, so an unchanged
 //!   outcome never writes.
+//! - [`uninstall`]: not part of a running operator — the `uninstall`
+//!   subcommand that stops it, unpublishes and releases the McpUpstreams.
 //!
 //! [`Failure`] (the resource's fault, a condition) and [`Error`] (a retried
 //! reconcile) are shared by all; [`context`], [`metrics`] and [`sync`] hold
@@ -38,6 +40,7 @@ pub mod settings;
 pub mod sources;
 pub mod status;
 pub mod sync;
+pub mod uninstall;
 pub mod upstream;
 
 use std::sync::Arc;
@@ -106,14 +109,26 @@ pub async fn run_on(
                 metrics.clone(),
                 lost.clone(),
             );
+            tokio::pin!(run_ctl);
             let keep = elector.keep(lost.clone());
             tokio::select! {
-                r = run_ctl => { r?; }
+                r = &mut run_ctl => { r?; }
                 _ = keep => {
                     tracing::warn!("lost the lease; stopping the controllers");
                 }
                 _ = shutdown.cancelled() => {
                     stop.cancel();
+                    // In-flight reconciles finish first (the controllers
+                    // shut down gracefully on `stop`), so a released Lease
+                    // means this replica writes no more: `uninstall` relies
+                    // on it. Bounded by the renew deadline, so no other
+                    // replica can have taken the Lease meanwhile.
+                    if tokio::time::timeout(leader::RENEW_DEADLINE, &mut run_ctl)
+                        .await
+                        .is_err()
+                    {
+                        tracing::warn!("in-flight reconciles did not finish in time");
+                    }
                     elector.release().await;
                     return Ok(());
                 }

@@ -21,6 +21,33 @@ enum Command {
     Run(RunArgs),
     /// Print the CustomResourceDefinitions (YAML) and exit.
     Crds,
+    /// Before removing the operator: stop it, delete what it published and
+    /// remove its finalizer from every McpUpstream, so deleting them, their
+    /// namespaces or the CRDs cannot hang. Idempotent. (The chart's
+    /// pre-delete hook runs it.)
+    Uninstall(UninstallArgs),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+struct UninstallArgs {
+    /// The operator's --namespace: release McpUpstreams in this namespace
+    /// only (default: all).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// The operator's --publish-namespace: where its Deployment, Lease and
+    /// published objects are.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "toolgate-system")]
+    publish_namespace: String,
+    /// The operator's --lease-name.
+    #[arg(long, default_value = "toolgate-operator")]
+    lease_name: String,
+    /// Scale this Deployment (in the publish namespace) to 0 and wait until
+    /// its pods are gone. Without it the operator must be stopped already.
+    #[arg(long)]
+    operator_deployment: Option<String>,
+    /// How long to wait for the operator to stop (e.g. 2m).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    wait_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -78,6 +105,16 @@ fn identity(given: Option<String>) -> String {
         .unwrap_or_else(|| format!("toolgate-operator-{}", std::process::id()))
 }
 
+fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
+        )
+        .init();
+    operator::install_crypto_provider();
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -86,16 +123,11 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", crds::crd_yaml());
             return Ok(());
         }
+        Some(Command::Uninstall(args)) => return uninstall(args).await,
         Some(Command::Run(args)) => args,
         None => cli.run,
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
-    operator::install_crypto_provider();
+    init_tracing();
     let client = kube::Client::try_default().await?;
     let options = operator::Options {
         namespace: args.namespace,
@@ -121,4 +153,19 @@ async fn main() -> anyhow::Result<()> {
         on_signal.cancel();
     });
     operator::run(client, options, shutdown).await
+}
+
+async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
+    init_tracing();
+    let client = kube::Client::try_default().await?;
+    let options = operator::uninstall::Options {
+        namespace: args.namespace,
+        publish_namespace: args.publish_namespace,
+        lease_name: args.lease_name,
+        operator_deployment: args.operator_deployment,
+        wait_timeout: args.wait_timeout,
+    };
+    let report = operator::uninstall::run(client, &options).await?;
+    println!("uninstall: {report}");
+    Ok(())
 }

@@ -7,7 +7,9 @@ binary needed).
     render_chart.py --write-base CHART DIR
         regenerates the kustomize base's operator.yaml and gateway.yaml in
         DIR (deploy/default): the default values, release `toolgate` in
-        toolgate-system, without Helm's own labels.
+        toolgate-system, without Helm's own labels; and, beside it,
+        DIR/../uninstall/uninstall.yaml from the chart's pre-delete hook
+        (the one-off uninstall Job for kustomize installs).
 
 Lints the chart first and validates the values against values.schema.json
 (helm does both on install); exits non-zero with the message on any error.
@@ -29,6 +31,14 @@ BASE_FILES = {
         "gateway-pdb.yaml",
     ],
 }
+UNINSTALL_FILES = {"uninstall.yaml": ["operator-uninstall-hook.yaml"]}
+UNINSTALL_HEADER = (
+    "# Generated from charts/toolgate's pre-delete hook (release `toolgate`,\n"
+    "# namespace toolgate-system, default values) without Helm's labels; the\n"
+    "# helm.sh/hook annotations mean nothing to kubectl. toolgate-tests checks\n"
+    "# it against the chart. Regenerate when the chart changes:\n"
+    "#   tests/deploy/render_chart.py --write-base charts/toolgate deploy/default\n"
+)
 BASE_HEADER = (
     "# Generated from charts/toolgate (release `toolgate`, namespace toolgate-system,\n"
     "# default values) without Helm's labels. toolgate-tests checks it against\n"
@@ -60,13 +70,18 @@ def render(chart_dir, release, namespace, values):
 
 def write_base(chart_dir, out_dir):
     rendered = render(chart_dir, "toolgate", "toolgate-system", {})
-    for out, sources in BASE_FILES.items():
-        docs = []
-        for src in sources:
-            text = HELM_LABELS.sub("", rendered[src]).strip("\n")
-            docs.append(text.removeprefix("---\n") + "\n")
-        with open(os.path.join(out_dir, out), "w") as f:
-            f.write(BASE_HEADER + "---\n" + "---\n".join(docs))
+    uninstall_dir = os.path.join(out_dir, "..", "uninstall")
+    for files, header, directory in [
+        (BASE_FILES, BASE_HEADER, out_dir),
+        (UNINSTALL_FILES, UNINSTALL_HEADER, uninstall_dir),
+    ]:
+        for out, sources in files.items():
+            docs = []
+            for src in sources:
+                text = HELM_LABELS.sub("", rendered[src]).strip("\n")
+                docs.append(text.removeprefix("---\n") + "\n")
+            with open(os.path.join(directory, out), "w") as f:
+                f.write(header + "---\n" + "---\n".join(docs))
 
 
 def main() -> int:

@@ -3,10 +3,12 @@
 //! [`apiserver`] is an in-memory Kubernetes API server that the real
 //! operator, `kube` client and `kubectl` run against over HTTP. [`tools`]
 //! finds the external programs some tests drive, failing under CI when one
-//! is missing.
+//! is missing. [`uninstall`] lists the API calls of the operator's
+//! `uninstall` subcommand, which two suites check.
 
 pub mod apiserver;
 pub mod tools;
+pub mod uninstall;
 
 /// Serves `app` on a free loopback port in the background (a test upstream,
 /// a spec server); returns its address.

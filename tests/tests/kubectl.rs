@@ -432,3 +432,79 @@ async fn requests_from_a_kubeconfig_as_a_user_are_counted_as_that_user() {
         0
     );
 }
+
+/// The README's shell block that removes the operator's finalizer by hand.
+fn readme_finalizer_patch() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    readme
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("\"op\":\"test\"") && block.contains("toolgate.dev/unpublish"))
+        .expect("a README block patching toolgate.dev/unpublish away")
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_finalizer_patch_lets_stuck_upstreams_go() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
+    let server = ApiServer::start().await.unwrap();
+    server
+        .prepare(&crds::crds(), &["team-a", "team-b"])
+        .await
+        .unwrap();
+    let client = server.client().unwrap();
+    for (ns, name, finalizers) in [
+        ("team-a", "pets", json!(["toolgate.dev/unpublish"])),
+        (
+            "team-b",
+            "more",
+            json!(["toolgate.dev/unpublish", "example.com/keep"]),
+        ),
+        ("team-b", "theirs", json!(["example.com/keep"])),
+    ] {
+        let api: Api<crds::McpUpstream> = Api::namespaced(client.clone(), ns);
+        let u = serde_json::from_value(json!({
+            "apiVersion": "toolgate.dev/v1alpha1", "kind": "McpUpstream",
+            "metadata": {"name": name, "finalizers": finalizers},
+            "spec": {"toolPrefix": name, "baseUrl": "http://x", "openapi": {"inline": "{}"}},
+        }))
+        .unwrap();
+        api.create(&Default::default(), &u).await.unwrap();
+        api.delete(name, &Default::default()).await.unwrap();
+    }
+    let k = Kubectl::new(&server, kubectl.clone());
+    let path = format!(
+        "{}:{}",
+        kubectl.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.arg("-c")
+        .arg(readme_finalizer_patch())
+        .env("KUBECONFIG", k.config())
+        .env("PATH", path);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let get = |ns: &'static str, name: &'static str| {
+        let api: Api<crds::McpUpstream> = Api::namespaced(client.clone(), ns);
+        async move { api.get_opt(name).await.unwrap() }
+    };
+    assert!(get("team-a", "pets").await.is_none(), "released and gone");
+    let more = get("team-b", "more")
+        .await
+        .expect("still held by example.com/keep");
+    assert_eq!(more.metadata.finalizers.unwrap(), ["example.com/keep"]);
+    let theirs = get("team-b", "theirs").await.expect("untouched");
+    assert_eq!(theirs.metadata.finalizers.unwrap(), ["example.com/keep"]);
+}

@@ -4,7 +4,7 @@
 //! Faithful: the legacy (non-aggregated) discovery format kubectl and kube
 //! read — `APIVersions`, `APIGroupList`, `APIResourceList` with verbs,
 //! namespaced, kind, singularName, shortNames, categories and `x/status`
-//! subresources. Custom resource definitions register and unregister their
+//! subresources (and `deployments/scale`). Custom resource definitions register and unregister their
 //! kinds here, one entry per served version.
 //! Simplified: aggregated discovery (`apidiscovery.k8s.io/v2`) is not served;
 //! clients asking for it get the legacy document and fall back, as they do
@@ -140,6 +140,9 @@ impl Registry {
         let types = vec![
             builtin("", "namespaces", "Namespace", false, &["ns"], true),
             builtin("", "configmaps", "ConfigMap", true, &["cm"], false),
+            // Stored as given, with no kubelet or controllers: tests that
+            // model one create and delete them.
+            builtin("", "pods", "Pod", true, &["po"], true),
             builtin("", "secrets", "Secret", true, &[], false),
             svc,
             builtin("", "events", "Event", true, &["ev"], false),
@@ -348,6 +351,17 @@ impl Registry {
                 r["storageVersionHash"] = json!(format!("{:x}", fnv(&t.storage_key())));
             }
             resources.push(r);
+            if t.group == "apps" && t.plural == "deployments" {
+                resources.push(json!({
+                    "name": "deployments/scale",
+                    "singularName": "",
+                    "namespaced": true,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
             if t.status {
                 resources.push(json!({
                     "name": format!("{}/status", t.plural),

@@ -1,7 +1,8 @@
 //! HTTP routing: Kubernetes REST paths and query parameters to store
 //! operations, and results to JSON responses.
 //!
-//! Faithful: `/api/v1[/namespaces/{ns}]/{plural}[/{name}[/status]]` and
+//! Faithful: `/api/v1[/namespaces/{ns}]/{plural}[/{name}[/status]]`
+//! (and `deployments/{name}/scale`) and
 //! `/apis/{group}/{version}/...`; cluster-wide lists and watches of
 //! namespaced kinds; `watch=1|true`, `labelSelector`, `fieldSelector`,
 //! `limit`, `continue`, `resourceVersion`, `allowWatchBookmarks`,
@@ -30,7 +31,9 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::discovery::version_doc;
+use super::kinds::scale_of;
 use super::openapi;
+use super::patch::{json_patch, merge_patch};
 use super::protobuf;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
@@ -256,9 +259,11 @@ fn dispatch(
     {
         return Err(ApiError::no_route(path));
     }
+    let scale_sub = target.sub == Some("scale") && rt.group == "apps" && rt.plural == "deployments";
     let status_sub = match target.sub {
         None => false,
         Some("status") if rt.status => true,
+        Some("scale") if scale_sub => false,
         Some(_) => return Err(ApiError::no_route(path)),
     };
     let ns = target.namespace.unwrap_or_default();
@@ -290,6 +295,10 @@ fn dispatch(
     match verb {
         "get" => {
             let name = target.name.unwrap_or_default();
+            if scale_sub {
+                let deployment = state.lock().get(&rt, ns, name)?;
+                return Ok(json_response(200, &scale_of(&deployment)));
+            }
             let obj = present(&state.lock().get(&rt, ns, name)?, &rt, version);
             if as_table {
                 let rv = obj["metadata"]["resourceVersion"]
@@ -398,6 +407,13 @@ fn dispatch(
         }
         "update" => {
             let name = target.name.unwrap_or_default();
+            if scale_sub {
+                let wanted = read_body()?;
+                let scale = state
+                    .lock()
+                    .write_scale(&rt, ns, name, |_| Ok(wanted), &ctx)?;
+                return Ok(json_response(200, &scale));
+            }
             let obj = state
                 .lock()
                 .update(&rt, ns, name, read_body()?, status_sub, &ctx)?;
@@ -433,6 +449,29 @@ fn dispatch(
                 }
                 other => return Err(ApiError::unsupported_media_type(other)),
             };
+            if scale_sub {
+                let scale = state.lock().write_scale(
+                    &rt,
+                    ns,
+                    name,
+                    |mut scale| {
+                        match body {
+                            PatchBody::Merge(p) | PatchBody::Strategic(p) => {
+                                merge_patch(&mut scale, p, matches!(body, PatchBody::Strategic(_)))
+                            }
+                            PatchBody::Json(p) => json_patch(&mut scale, p).map_err(|e| {
+                                ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {e}"))
+                            })?,
+                            PatchBody::Apply { .. } => {
+                                return Err(ApiError::unsupported_media_type(media))
+                            }
+                        }
+                        Ok(scale)
+                    },
+                    &ctx,
+                )?;
+                return Ok(json_response(200, &scale));
+            }
             let existed = state.lock().get_raw(&rt, ns, name).is_some();
             let obj = state.lock().patch(&rt, ns, name, body, status_sub, &ctx)?;
             Ok(json_response(

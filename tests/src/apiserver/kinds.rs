@@ -1,6 +1,8 @@
 //! Kind-specific behaviour of built-in kinds and of CustomResourceDefinitions.
 //!
-//! Faithful: label keys and values and annotation keys are validated
+//! Faithful: empty `finalizers`, `labels`, `annotations` and
+//! `ownerReferences` are not stored (ObjectMeta's `omitempty`); label keys
+//! and values and annotation keys are validated
 //! (qualified names, 63-character values, 256 KiB of annotations);
 //! ConfigMap and Secret keys must be config keys and their payload at most
 //! 1 MiB (base64 fields counted decoded); Secret `stringData` is folded
@@ -9,15 +11,21 @@
 //! CRDs are checked (group, names, scope, versions, schemas and CEL rules
 //! compile), get `NamesAccepted` and `Established` conditions,
 //! `acceptedNames` and `storedVersions`, and (un)register their kind;
-//! deleting a CRD deletes its objects; custom resources are pruned,
+//! custom resources are pruned,
 //! defaulted and validated against their version's schema.
 //! `events.k8s.io/v1` Events and core `v1` Events are one storage, each
 //! served in its own shape (`regarding` is `involvedObject`, `note` is
 //! `message`, …), so events a controller records show in `kubectl describe`.
-//! Simplified: deleting a namespace removes its objects at once (objects
-//! with finalizers only get `deletionTimestamp`), without a Terminating
-//! phase; Services get a fake `clusterIP` and no endpoints; CRD names are
-//! accepted without checking conflicts with other CRDs.
+//! Deleting a namespace or a CRD does what the namespace and CRD-cleanup
+//! controllers do: its objects are deleted, it stays (`Terminating`) while
+//! finalizers hold any of them, and no new objects go in meanwhile (403 in
+//! a namespace, 405 for a CRD's kind).
+//! Simplified: that cleanup happens within the DELETE request (and the one
+//! that removes the last finalizer), not later; Services get a fake
+//! `clusterIP` and no endpoints; CRD names are
+//! accepted without checking conflicts with other CRDs. A Deployment's
+//! `scale` subresource reads and writes `spec.replicas`; its selector is
+//! `spec.selector.matchLabels` only.
 
 use std::sync::LazyLock;
 
@@ -178,6 +186,64 @@ pub(crate) fn to_external(rt: &ResourceType, mut v: Value) -> Value {
     v
 }
 
+/// The `autoscaling/v1` Scale a Deployment's `scale` subresource serves.
+pub(crate) fn scale_of(deployment: &Value) -> Value {
+    let m = &deployment["metadata"];
+    let selector: Vec<String> = deployment["spec"]["selector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": m["name"], "namespace": m["namespace"], "uid": m["uid"],
+            "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"],
+        },
+        // Defaulted to 1 by the real server when absent.
+        "spec": {"replicas": deployment["spec"]["replicas"].as_i64().unwrap_or(1)},
+        "status": {
+            "replicas": deployment["status"]["replicas"].as_i64().unwrap_or(0),
+            "selector": selector.join(","),
+        },
+    })
+}
+
+/// The finalizer a CRD carries while its objects are deleted.
+const CRD_CLEANUP: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+fn is_crd(rt: &ResourceType) -> bool {
+    rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions"
+}
+
+/// `(group, plural)` of the kind a CRD object defines.
+fn crd_kind(crd: &Value) -> (String, String) {
+    (
+        crd["spec"]["group"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        crd["spec"]["names"]["plural"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+fn mark_crd_terminating(crd: &mut Value) {
+    let terminating = json!({"type": "Terminating", "status": "True", "reason": "InstanceDeletionInProgress",
+        "message": "CustomResource deletion is in progress", "lastTransitionTime": now()});
+    match crd["status"]["conditions"].as_array_mut() {
+        Some(c) => {
+            c.retain(|c| c["type"] != "Terminating");
+            c.push(terminating);
+        }
+        None => crd["status"]["conditions"] = json!([terminating]),
+    }
+}
+
 impl Store {
     /// Kind-specific normalisation and admission shared by create and
     /// update; returns the kind a CRD defines, to register after commit.
@@ -188,6 +254,20 @@ impl Store {
         old: Option<&Value>,
         version: &str,
     ) -> Result<Option<ResourceType>, ApiError> {
+        // ObjectMeta is typed in the real server: its empty lists and maps
+        // are `omitempty`, so a patch that removes the last finalizer
+        // leaves no `finalizers` at all (kube-runtime's finalizer helper
+        // tests for exactly that before adding one again).
+        if let Some(meta) = obj["metadata"].as_object_mut() {
+            meta.retain(|k, v| {
+                !(matches!(
+                    k.as_str(),
+                    "finalizers" | "labels" | "annotations" | "ownerReferences"
+                ) && (v.is_null()
+                    || v.as_array().is_some_and(Vec::is_empty)
+                    || v.as_object().is_some_and(|m| m.is_empty())))
+            });
+        }
         let name = meta_str(obj, "name").to_string();
         let mut causes = validate_metadata(obj);
         match (rt.group.as_str(), rt.plural.as_str()) {
@@ -222,7 +302,12 @@ impl Store {
                 }
             }
             ("", "namespaces") => {
-                obj["status"]["phase"] = json!("Active");
+                let phase = if obj["metadata"]["deletionTimestamp"].is_string() {
+                    "Terminating"
+                } else {
+                    "Active"
+                };
+                obj["status"]["phase"] = json!(phase);
                 obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
             }
             ("apiextensions.k8s.io", "customresourcedefinitions") => {
@@ -243,6 +328,9 @@ impl Store {
                     "acceptedNames": accepted,
                     "storedVersions": [defined.storage_version()],
                 });
+                if obj["metadata"]["deletionTimestamp"].is_string() {
+                    mark_crd_terminating(obj);
+                }
                 return Ok(Some(defined));
             }
             _ => {}
@@ -261,46 +349,197 @@ impl Store {
         Ok(None)
     }
 
-    /// Deletes `obj` for good, with what its kind takes along.
+    /// Deletes `obj` for good; a CRD's kind stops being served. Then a
+    /// terminating namespace or CRD this emptied goes too ([`Self::reap`]).
     pub(crate) fn remove(&mut self, rt: &ResourceType, obj: Value, old: Value) -> Value {
-        let key = rt.storage_key();
-        match (rt.group.as_str(), rt.plural.as_str()) {
-            ("apiextensions.k8s.io", "customresourcedefinitions") => {
-                let group = obj["spec"]["group"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let plural = obj["spec"]["names"]["plural"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let ck = format!("{group}/{plural}");
-                for o in self.all(&ck) {
-                    self.commit(&ck, ChangeKind::Deleted, o.clone(), Some(o));
-                }
-                self.registry.unregister(&group, &plural);
-            }
-            ("", "namespaces") => {
-                let ns = meta_str(&obj, "name").to_string();
-                let stamp = now();
-                for (k, o) in self.all_in_namespace(&ns) {
-                    if o["metadata"]["finalizers"]
-                        .as_array()
-                        .is_some_and(|f| !f.is_empty())
-                    {
-                        if !o["metadata"]["deletionTimestamp"].is_string() {
-                            let mut n = o.clone();
-                            n["metadata"]["deletionTimestamp"] = json!(stamp);
-                            n["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                            self.commit(&k, ChangeKind::Modified, n, Some(o));
-                        }
-                    } else {
-                        self.commit(&k, ChangeKind::Deleted, o.clone(), Some(o));
-                    }
-                }
-            }
-            _ => {}
+        if is_crd(rt) {
+            let (group, plural) = crd_kind(&obj);
+            self.registry.unregister(&group, &plural);
         }
-        self.commit(&key, ChangeKind::Deleted, obj, Some(old))
+        let gone = self.commit(&rt.storage_key(), ChangeKind::Deleted, obj, Some(old));
+        self.reap(rt, &gone);
+        gone
+    }
+
+    /// DELETE of a namespace or a CRD, as the API server and its
+    /// controllers do it together: the object is marked (`deletionTimestamp`;
+    /// a namespace's phase becomes `Terminating`; a CRD gets the
+    /// `customresourcecleanup.apiextensions.k8s.io` finalizer and a
+    /// `Terminating` condition), everything it holds is deleted (objects
+    /// with finalizers only get a `deletionTimestamp`), and it goes once
+    /// nothing is left: now, or when the last finalizer holding one of its
+    /// objects is removed. Returns the object and whether it is gone.
+    pub(crate) fn terminate(&mut self, rt: &ResourceType, old: Value) -> (Value, bool) {
+        let stamp = now();
+        let contents: Vec<(String, Value)> = if is_crd(rt) {
+            let (group, plural) = crd_kind(&old);
+            let key = format!("{group}/{plural}");
+            self.all(&key)
+                .into_iter()
+                .map(|o| (key.clone(), o))
+                .collect()
+        } else {
+            self.all_in_namespace(meta_str(&old, "name"))
+        };
+        let mut held = false;
+        for (k, o) in contents {
+            if o["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| !f.is_empty())
+            {
+                held = true;
+                if !o["metadata"]["deletionTimestamp"].is_string() {
+                    let mut n = o.clone();
+                    n["metadata"]["deletionTimestamp"] = json!(stamp);
+                    n["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                    self.commit(&k, ChangeKind::Modified, n, Some(o));
+                }
+            } else {
+                self.commit(&k, ChangeKind::Deleted, o.clone(), Some(o));
+            }
+        }
+        let own_finalizers = old["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f != CRD_CLEANUP));
+        if !held && !own_finalizers {
+            let gone = self.remove(rt, old.clone(), old);
+            return (gone, true);
+        }
+        if old["metadata"]["deletionTimestamp"].is_string() {
+            return (old, false);
+        }
+        let mut n = old.clone();
+        n["metadata"]["deletionTimestamp"] = json!(stamp);
+        n["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+        if is_crd(rt) {
+            let fins = n["metadata"]["finalizers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if held && !fins.iter().any(|f| f == CRD_CLEANUP) {
+                let mut fins = fins;
+                fins.push(json!(CRD_CLEANUP));
+                n["metadata"]["finalizers"] = json!(fins);
+            }
+            mark_crd_terminating(&mut n);
+        } else {
+            n["status"]["phase"] = json!("Terminating");
+        }
+        let stored = self.commit(&rt.storage_key(), ChangeKind::Modified, n, Some(old));
+        (stored, false)
+    }
+
+    /// After `gone` (of kind `rt`) was deleted: its namespace, or its CRD,
+    /// if terminating and now empty, goes too (a CRD once finalizers others
+    /// put on it are gone as well).
+    fn reap(&mut self, rt: &ResourceType, gone: &Value) {
+        let ns = meta_str(gone, "namespace");
+        if rt.namespaced && !ns.is_empty() {
+            let ns_type = self.namespace_type();
+            if let Some(namespace) = self.get_raw(&ns_type, "", ns).cloned() {
+                if namespace["metadata"]["deletionTimestamp"].is_string()
+                    && self.all_in_namespace(ns).is_empty()
+                {
+                    self.remove(&ns_type, namespace.clone(), namespace);
+                }
+            }
+        }
+        if rt.custom {
+            let crd_type = self.crd_type();
+            let crd_name = format!("{}.{}", rt.plural, rt.group);
+            let Some(crd) = self.get_raw(&crd_type, "", &crd_name).cloned() else {
+                return;
+            };
+            if !crd["metadata"]["deletionTimestamp"].is_string()
+                || !self.all(&rt.storage_key()).is_empty()
+            {
+                return;
+            }
+            let mut n = crd.clone();
+            let rest: Vec<Value> = crd["metadata"]["finalizers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|f| *f != CRD_CLEANUP)
+                .cloned()
+                .collect();
+            if rest.is_empty() {
+                self.remove(&crd_type, n, crd);
+            } else {
+                n["metadata"]["finalizers"] = json!(rest);
+                self.commit(&crd_type.storage_key(), ChangeKind::Modified, n, Some(crd));
+            }
+        }
+    }
+
+    fn namespace_type(&self) -> std::sync::Arc<ResourceType> {
+        self.registry
+            .find("", "v1", "namespaces")
+            .expect("namespaces are built in")
+    }
+
+    fn crd_type(&self) -> std::sync::Arc<ResourceType> {
+        self.registry
+            .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+            .expect("CRDs are built in")
+    }
+
+    /// PUT or PATCH of a Deployment's `scale`: `change` turns the current
+    /// Scale into the wanted one, of which `spec.replicas` is written (a
+    /// `metadata.resourceVersion` in it is a precondition). Returns the new
+    /// Scale.
+    pub(crate) fn write_scale(
+        &mut self,
+        rt: &std::sync::Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        change: impl FnOnce(Value) -> Result<Value, ApiError>,
+        ctx: &super::write::WriteCtx,
+    ) -> Result<Value, ApiError> {
+        let old = self.get(rt, ns, name)?;
+        let wanted = change(scale_of(&old))?;
+        if let Some(rv) = wanted["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|rv| !rv.is_empty())
+        {
+            if rv != meta_str(&old, "resourceVersion") {
+                return Err(ApiError::modified(&rt.group, &rt.plural, name));
+            }
+        }
+        let replicas = wanted["spec"]["replicas"]
+            .as_i64()
+            .filter(|r| *r >= 0)
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    &[(
+                        "spec.replicas".into(),
+                        format!(
+                            "Invalid value: {}: must be greater than or equal to 0",
+                            wanted["spec"]["replicas"]
+                        ),
+                    )],
+                )
+            })?;
+        let mut new = old;
+        new["spec"]["replicas"] = json!(replicas);
+        let stored = self.update(rt, ns, name, new, false, ctx)?;
+        Ok(scale_of(&stored))
+    }
+
+    /// Whether namespace `ns` is being deleted (no new objects go in).
+    pub(crate) fn namespace_terminating(&self, ns: &str) -> bool {
+        self.get_raw(&self.namespace_type(), "", ns)
+            .is_some_and(|n| n["metadata"]["deletionTimestamp"].is_string())
+    }
+
+    /// Whether the CRD defining custom kind `rt` is being deleted.
+    pub(crate) fn crd_terminating(&self, rt: &ResourceType) -> bool {
+        rt.custom
+            && self
+                .get_raw(&self.crd_type(), "", &format!("{}.{}", rt.plural, rt.group))
+                .is_some_and(|c| c["metadata"]["deletionTimestamp"].is_string())
     }
 }

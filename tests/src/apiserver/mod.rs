@@ -22,17 +22,19 @@
 //! [`discovery`] (discovery documents, CRD registration), `store`
 //! (resourceVersions, paging, history), `write` (create/update/delete
 //! rules, status subresource, generation, finalizers), `kinds` (Secrets,
-//! namespaces, CRDs), `protobuf` and `openapi` (for kubectl), `patch` (merge,
+//! namespaces and CRDs — `Terminating` while finalizers hold their
+//! objects —, a Deployment's `scale`), `protobuf` and `openapi` (for kubectl), `patch` (merge,
 //! JSON and strategic merge patch, server-side apply and field ownership),
 //! `watch` (watch streams, bookmarks, 410 Gone), `validation` (CRD schema
 //! pruning, defaulting, validation and CEL rules), `table` (kubectl's
 //! Table output), `selector` and `status` (error bodies).
 //! Not implemented at all: authentication/authorization, protobuf, OpenAPI
-//! documents, aggregated discovery, pods and workload controllers, garbage
-//! collection through ownerReferences, admission webhooks and CRD
+//! documents, aggregated discovery, kubelets and workload controllers,
+//! garbage collection through ownerReferences, admission webhooks and CRD
 //! conversion. The kinds an install creates (Deployments, RBAC objects,
-//! Ingresses, PodDisruptionBudgets, NetworkPolicies, HPAs) are stored as
-//! given: no defaults, no built-in schemas, nothing runs or enforces them.
+//! Ingresses, PodDisruptionBudgets, NetworkPolicies, HPAs) and Pods are
+//! stored as given: no defaults, no built-in schemas, nothing runs or
+//! enforces them (tests that need a kubelet play it).
 
 pub mod discovery;
 mod http;

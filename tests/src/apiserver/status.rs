@@ -98,6 +98,21 @@ impl ApiError {
         }
     }
 
+    /// 403: the request is refused whoever sends it (`why` says why).
+    pub fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
+        ApiError {
+            details: Some(details(group, plural, name)),
+            ..Self::new(
+                403,
+                "Forbidden",
+                format!(
+                    "{} \"{name}\" is forbidden: {why}",
+                    qualified(group, plural)
+                ),
+            )
+        }
+    }
+
     pub fn modified(group: &str, plural: &str, name: &str) -> Self {
         Self::conflict(
             group,

@@ -14,10 +14,10 @@
 //! names must be DNS subdomains (namespaces: DNS labels); Secret
 //! `stringData` is folded into base64 `data`; CRDs get `Established` and
 //! `NamesAccepted` conditions, `acceptedNames` and `storedVersions`, and
-//! (un)register their kind; deleting a CRD deletes its objects.
-//! Simplified: deleting a namespace removes its objects at once (objects
-//! with finalizers only get `deletionTimestamp`), without a Terminating
-//! phase; propagation policies, grace periods, owner-reference garbage
+//! (un)register their kind; deleting a namespace or a CRD deletes its
+//! objects and keeps it `Terminating` while finalizers hold any (see
+//! `kinds`).
+//! Simplified: propagation policies, grace periods, owner-reference garbage
 //! collection and admission plugins do not exist; Services get a fake
 //! `clusterIP` and no endpoints.
 
@@ -136,6 +136,11 @@ impl Store {
         if !obj["metadata"].is_object() {
             obj["metadata"] = json!({});
         }
+        if self.crd_terminating(rt) {
+            return Err(ApiError::method_not_allowed(
+                "create not allowed while custom resource definition is terminating",
+            ));
+        }
         if rt.namespaced {
             let body_ns = meta_str(&obj, "namespace");
             if !body_ns.is_empty() && body_ns != ns {
@@ -144,6 +149,14 @@ impl Store {
             obj["metadata"]["namespace"] = json!(ns);
             if !self.namespace_exists(ns) {
                 return Err(ApiError::not_found("", "namespaces", ns));
+            }
+            if self.namespace_terminating(ns) {
+                return Err(ApiError::forbidden(
+                    &rt.group,
+                    &rt.plural,
+                    meta_str(&obj, "name"),
+                    &format!("unable to create new content in namespace {ns} because it is being terminated"),
+                ));
             }
         } else if let Some(m) = obj["metadata"].as_object_mut() {
             m.remove("namespace");
@@ -521,6 +534,12 @@ impl Store {
                     return Err(ApiError::conflict(&rt.group, &rt.plural, name, &format!("Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}")));
                 }
             }
+        }
+        if !ctx.dry_run
+            && ((rt.group.is_empty() && rt.plural == "namespaces")
+                || (rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions"))
+        {
+            return Ok(self.terminate(rt, old));
         }
         let has_finalizers = old["metadata"]["finalizers"]
             .as_array()

@@ -70,6 +70,55 @@ async fn a_crd_registers_its_kind_in_discovery_and_serves_crud() {
 }
 
 #[tokio::test]
+async fn a_crd_stays_terminating_while_finalizers_hold_its_objects() {
+    let (_s, client) = server().await;
+    install_widget(&client).await;
+    let api: Api<Widget> = Api::namespaced(client.clone(), "default");
+    let mut w = Widget::new(
+        "held",
+        WidgetSpec {
+            size: 1,
+            color: None,
+        },
+    );
+    w.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &w).await.unwrap();
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("widgets.example.toolgate.dev", &DeleteParams::default())
+        .await
+        .unwrap();
+    let crd = crds.get("widgets.example.toolgate.dev").await.unwrap();
+    assert!(crd.metadata.deletion_timestamp.is_some());
+    let conds = crd.status.unwrap().conditions.unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Terminating" && c.status == "True"),
+        "{conds:?}"
+    );
+    let held = api.get("held").await.expect("still served while held");
+    assert!(held.metadata.deletion_timestamp.is_some());
+    let mut late = w.clone();
+    late.metadata.name = Some("late".into());
+    late.metadata.finalizers = None;
+    let (code, _, _) = api_status(api.create(&PostParams::default(), &late).await.unwrap_err());
+    assert_eq!(code, 405);
+
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let (code, _, _) = api_status(crds.get("widgets.example.toolgate.dev").await.unwrap_err());
+    assert_eq!(code, 404, "the CRD goes with its last object");
+    let (code, _, _) = api_status(api.get("held").await.unwrap_err());
+    assert_eq!(code, 404, "and its kind with it");
+}
+
+#[tokio::test]
 async fn status_subresource_isolates_spec_from_status_and_generation_tracks_spec() {
     let (_s, client) = server().await;
     install_widget(&client).await;

@@ -387,6 +387,142 @@ async fn deleting_a_namespace_removes_its_objects() {
 }
 
 #[tokio::test]
+async fn a_namespace_stays_terminating_while_a_finalizer_holds_an_object_in_it() {
+    let (_s, client) = server().await;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some("team".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "team");
+    let mut held = cm("held", &[], &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    api.create(&PostParams::default(), &cm("free", &[], &[]))
+        .await
+        .unwrap();
+
+    nss.delete("team", &DeleteParams::default()).await.unwrap();
+    let team = nss.get("team").await.unwrap();
+    assert!(team.metadata.deletion_timestamp.is_some());
+    assert_eq!(team.status.unwrap().phase.as_deref(), Some("Terminating"));
+    let (code, _, _) = api_status(api.get("free").await.unwrap_err());
+    assert_eq!(code, 404, "objects without finalizers go at once");
+    assert!(api
+        .get("held")
+        .await
+        .unwrap()
+        .metadata
+        .deletion_timestamp
+        .is_some());
+    let (code, reason, message) = api_status(
+        api.create(&PostParams::default(), &cm("late", &[], &[]))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (403, "Forbidden"), "{message}");
+    assert!(message.contains("being terminated"), "{message}");
+
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Json::<()>(
+            serde_json::from_value(json!([{"op": "remove", "path": "/metadata/finalizers/0"}]))
+                .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    let (code, _, _) = api_status(api.get("held").await.unwrap_err());
+    assert_eq!(code, 404);
+    let (code, _, _) = api_status(nss.get("team").await.unwrap_err());
+    assert_eq!(code, 404, "the namespace goes with its last object");
+}
+
+#[tokio::test]
+async fn removing_the_last_finalizer_leaves_no_finalizers_field() {
+    let (_s, client) = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut held = cm("held", &[], &[]);
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let json_patch =
+        |ops: serde_json::Value| Patch::Json::<()>(serde_json::from_value(ops).unwrap());
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &json_patch(json!([{"op": "remove", "path": "/metadata/finalizers/0"}])),
+    )
+    .await
+    .unwrap();
+    assert_eq!(api.get("held").await.unwrap().metadata.finalizers, None);
+    // What kube-runtime's finalizer helper sends to add the first one.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &json_patch(json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/again"]},
+        ])),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_deployments_scale_subresource_reads_and_writes_its_replicas() {
+    let (s, client) = server().await;
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "default");
+    let d: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "op"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "op", "tier": "ctl"}},
+            "template": {"metadata": {"labels": {"app": "op", "tier": "ctl"}},
+                         "spec": {"containers": [{"name": "c", "image": "i"}]}},
+        },
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &d).await.unwrap();
+    let scale = api.get_scale("op").await.unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(2));
+    assert_eq!(
+        scale.status.unwrap().selector.as_deref(),
+        Some("app=op,tier=ctl")
+    );
+    let scaled = api
+        .patch_scale(
+            "op",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(0));
+    assert_eq!(api.get("op").await.unwrap().spec.replicas, Some(0));
+    assert_eq!(
+        s.count(|r| r.verb == "patch" && r.subresource == "scale"),
+        1,
+        "recorded as the scale subresource"
+    );
+    let (code, _, _) = api_status(
+        api.patch_scale(
+            "op",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": -1}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(code, 422);
+}
+
+#[tokio::test]
 async fn metadata_requests_return_partial_object_metadata() {
     let (_s, client) = server().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");

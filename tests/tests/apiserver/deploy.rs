@@ -6,7 +6,10 @@
 //! server-side to the in-memory API server, and is consistent (every
 //! ServiceAccount, Role and binding it refers to exists; the operator's RBAC
 //! covers what it does and the gateway's is read-only, one namespace;
-//! container args use flags the binaries have; pods are locked down).
+//! container args use flags the binaries have; pods are locked down);
+//! `deploy/uninstall` is the chart's pre-delete hook, and that hook (a Job
+//! running `toolgate-operator uninstall`) is granted exactly the calls the
+//! subcommand makes (`toolgate_tests::uninstall::CALLS`).
 //! With `TOOLGATE_DEPLOY_PYTHON` (tests/deploy/venv.sh): the chart is linted
 //! and rendered by Helm's own SDK for several value sets, each render passes
 //! the same checks, the default one applies and equals the kustomize base,
@@ -21,6 +24,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
 use toolgate_tests::tools;
+use toolgate_tests::uninstall::{Scope, CALLS};
 
 const NS: &str = "toolgate-system";
 
@@ -55,10 +59,12 @@ fn run(cmd: &mut Command) -> Result<String, String> {
 }
 
 fn kustomize_base(kubectl: &Path) -> String {
-    run(Command::new(kubectl)
-        .arg("kustomize")
-        .arg(repo().join("deploy/default")))
-    .unwrap_or_else(|e| panic!("{e}"))
+    kustomize(kubectl, "deploy/default")
+}
+
+fn kustomize(kubectl: &Path, dir: &str) -> String {
+    run(Command::new(kubectl).arg("kustomize").arg(repo().join(dir)))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn render_chart(python: &Path, values: &Value) -> String {
@@ -244,18 +250,19 @@ const OPERATOR_PUBLISH: &[(&str, &str, &[&str], Option<&str>)] = &[
     ),
 ];
 
+/// A binary built next to this test, if any.
+fn built(binary: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.join(binary)).filter(|p| p.exists())
+}
+
 /// Long flags a binary's subcommand accepts, from its `--help` when the
 /// binary is built next to this test (required under CI, where
 /// `cargo test --workspace` builds it); otherwise (or for flags the
 /// branch's binary does not have yet) the contract's.
 fn flags(binary: &str, subcommand: &str, contract: &[&str]) -> BTreeSet<String> {
     let mut out: BTreeSet<String> = BTreeSet::new();
-    let exe = std::env::current_exe().unwrap();
-    let path = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join(binary))
-        .filter(|p| p.exists());
+    let path = built(binary);
     let package = if binary == "toolgate" {
         "gateway"
     } else {
@@ -355,6 +362,166 @@ fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
         .filter(|w| w[0] == flag)
         .map(|w| w[1].as_str())
         .collect()
+}
+
+const OPERATOR_UNINSTALL_FLAGS: &[&str] = &[
+    "--namespace",
+    "--publish-namespace",
+    "--lease-name",
+    "--operator-deployment",
+    "--wait-timeout",
+];
+
+/// Whether `o` is a Helm hook (not installed; run at its event).
+fn is_hook(o: &Value) -> bool {
+    o["metadata"]["annotations"]["helm.sh/hook"].is_string()
+}
+
+/// `o` without its hooks.
+fn installed(objs: &[Value]) -> Vec<Value> {
+    objs.iter().filter(|o| !is_hook(o)).cloned().collect()
+}
+
+fn hook_weight(o: &Value) -> i64 {
+    o["metadata"]["annotations"]["helm.sh/hook-weight"]
+        .as_str()
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or_else(|e| panic!("{}: hook weight: {e}", name(o)))
+}
+
+/// The pre-delete hook running `toolgate-operator uninstall`: a Job after
+/// its ServiceAccount and RBAC, all deleted once they succeed, the Job's
+/// args naming the operator's Deployment, Lease and namespaces, its RBAC
+/// granting exactly [`CALLS`]. Returns the Job.
+fn check_uninstall_hook<'a>(objs: &'a [Value], ns: &str, watch: Option<&str>) -> &'a Value {
+    let hooks: Vec<&Value> = objs.iter().filter(|o| is_hook(o)).collect();
+    let job = hooks
+        .iter()
+        .find(|o| o["kind"] == "Job")
+        .copied()
+        .expect("a hook Job");
+    assert_eq!(namespace(job), Some(ns));
+    for h in &hooks {
+        let a = &h["metadata"]["annotations"];
+        assert_eq!(a["helm.sh/hook"], "pre-delete", "{}", name(h));
+        let policy = a["helm.sh/hook-delete-policy"].as_str().unwrap_or_default();
+        for p in ["before-hook-creation", "hook-succeeded"] {
+            assert!(policy.split(',').any(|x| x == p), "{}: {policy}", name(h));
+        }
+        if h["kind"] != "Job" {
+            assert!(
+                hook_weight(h) < hook_weight(job),
+                "{} {} exists before the Job",
+                h["kind"],
+                name(h)
+            );
+        }
+    }
+    let spec = &job["spec"];
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    let deadline = spec["activeDeadlineSeconds"].as_u64().expect("a deadline");
+    let args = check_args(
+        job,
+        "uninstall",
+        &flags("toolgate-operator", "uninstall", OPERATOR_UNINSTALL_FLAGS),
+    );
+    let op = deployment(objs, "operator");
+    let op_args = strs(&op["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let lease = op_args
+        .iter()
+        .find_map(|a| a.strip_prefix("--lease-name="))
+        .expect("the operator's --lease-name");
+    for want in [
+        format!("--operator-deployment={}", name(op)),
+        format!("--lease-name={lease}"),
+        format!("--publish-namespace={ns}"),
+    ] {
+        assert!(args.contains(&want), "{want} in {args:?}");
+    }
+    match watch {
+        Some(w) => assert!(args.contains(&format!("--namespace={w}")), "{args:?}"),
+        None => assert!(
+            !args.iter().any(|a| a.starts_with("--namespace")),
+            "{args:?}"
+        ),
+    }
+    if let Some(exe) = built("toolgate-operator") {
+        // Values too, not only flag names: clap parses every argument
+        // before it acts on --help.
+        let mut cmd = Command::new(exe);
+        cmd.args(&args).arg("--help");
+        run(&mut cmd).unwrap_or_else(|e| panic!("the Job's args do not parse: {e}"));
+    }
+    let wait: u64 = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--wait-timeout=")?.strip_suffix('s'))
+        .expect("--wait-timeout=<seconds>s")
+        .parse()
+        .expect("seconds");
+    assert!(
+        wait < deadline,
+        "the subcommand gives up before the Job's deadline"
+    );
+
+    // RBAC: every call granted, nothing else.
+    let sa = pod["serviceAccountName"]
+        .as_str()
+        .expect("its ServiceAccount");
+    assert!(
+        hooks
+            .iter()
+            .any(|o| o["kind"] == "ServiceAccount" && name(o) == sa),
+        "ServiceAccount {sa} is a hook"
+    );
+    let g = grants(objs, ns, sa);
+    for c in CALLS {
+        let scope = match c.scope {
+            Scope::Publish => Some(ns),
+            Scope::Watched => watch,
+        };
+        assert!(
+            allowed(&g, scope, c.group, c.resource, c.verb, c.name),
+            "the uninstall Job may not {} {}/{} {:?} in {scope:?}",
+            c.verb,
+            c.group,
+            c.resource,
+            c.name
+        );
+        if let (Scope::Watched, Some(_)) = (c.scope, watch) {
+            assert!(!allowed(
+                &g,
+                Some("elsewhere"),
+                c.group,
+                c.resource,
+                c.verb,
+                None
+            ));
+        }
+    }
+    for grant in &g {
+        for group in strs(&grant.rule["apiGroups"]) {
+            for resource in strs(&grant.rule["resources"]) {
+                for verb in strs(&grant.rule["verbs"]) {
+                    let names = strs(&grant.rule["resourceNames"]);
+                    assert!(
+                        CALLS.iter().any(|c| c.group == group
+                            && c.resource == resource
+                            && c.verb == verb
+                            && (c.name.is_none() || names == [c.name.unwrap_or_default()])),
+                        "the uninstall Job may {verb} {group}/{resource} (resourceNames {names:?}), beyond what it does"
+                    );
+                }
+            }
+        }
+    }
+    job
 }
 
 fn check_pod_hardening(d: &Value) {
@@ -657,6 +824,10 @@ async fn the_kustomize_base_applies_server_side_and_grants_what_each_component_n
         assert!(kinds.contains(k), "no {k} in {kinds:?}");
     }
     check_install(&objs, NS, None);
+    assert!(!objs.iter().any(is_hook), "deploy/default holds no hook");
+    let mut with_uninstall = objs.clone();
+    with_uninstall.extend(yaml_docs(&kustomize(&kubectl, "deploy/uninstall")));
+    check_uninstall_hook(&with_uninstall, NS, None);
 
     let server = ApiServer::start().await.unwrap();
     let out = apply(&server, &kubectl, &text).await;
@@ -696,6 +867,7 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
     let default = render_chart(&python, &json!({}));
     let objs = yaml_docs(&default);
     check_install(&objs, NS, None);
+    check_uninstall_hook(&objs, NS, None);
     assert!(
         !objs.iter().any(|o| o["kind"] == "Ingress"),
         "no Ingress unless enabled"
@@ -706,23 +878,32 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
         .filter(|o| o["kind"] != "CustomResourceDefinition" && o["kind"] != "Namespace")
         .collect();
     // The generated session key is random and not part of the base
-    // (kustomize users create it; see the README).
-    let rendered: Vec<Value> = objs
-        .iter()
+    // (kustomize users create it; see the README); hooks are not installed.
+    let rendered: Vec<Value> = installed(&objs)
+        .into_iter()
         .filter(|o| !(o["kind"] == "Secret" && name(o).ends_with("-session-key")))
-        .cloned()
         .collect();
     assert!(
         without_helm_labels(rendered) == without_helm_labels(base_objs),
         "deploy/default differs from the chart's default render: regenerate it (see its header)"
     );
+    let hooks: Vec<Value> = objs.iter().filter(|o| is_hook(o)).cloned().collect();
+    assert!(
+        without_helm_labels(hooks)
+            == without_helm_labels(yaml_docs(&kustomize(&kubectl, "deploy/uninstall"))),
+        "deploy/uninstall differs from the chart's pre-delete hook: regenerate it (see its header)"
+    );
     let server = ApiServer::start().await.unwrap();
-    // As `helm install --create-namespace` does.
+    // As `helm install --create-namespace` does: everything but the hooks.
     let namespace = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NS}\n");
+    let install: Vec<String> = installed(&objs)
+        .iter()
+        .map(|o| serde_json::to_string(o).unwrap())
+        .collect();
     let out = apply(
         &server,
         &kubectl,
-        &format!("{crds}\n---\n{namespace}---\n{default}"),
+        &format!("{crds}\n---\n{namespace}---\n{}", install.join("\n---\n")),
     )
     .await;
     assert!(
@@ -731,7 +912,8 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
     );
 
     let options = json!({
-        "operator": {"watchNamespace": "apps", "replicas": 1},
+        "operator": {"watchNamespace": "apps", "replicas": 1,
+                     "uninstallHook": {"activeDeadlineSeconds": 100}},
         "gateway": {"autoscaling": {"enabled": true}, "networkPolicy": {"enabled": true},
                     "extraAllowedHosts": ["mcp.internal"]},
         "ingress": {"enabled": true, "host": "mcp.example.com", "tlsSecretName": "mcp-tls"},
@@ -739,6 +921,8 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
     let all = render_chart(&python, &options);
     let objs = yaml_docs(&all);
     check_install(&objs, NS, Some("apps"));
+    let job = check_uninstall_hook(&objs, NS, Some("apps"));
+    assert_eq!(job["spec"]["activeDeadlineSeconds"], 100);
     assert!(
         !objs
             .iter()
@@ -767,9 +951,20 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
         .expect("HPA");
     assert_eq!(hpa["spec"]["scaleTargetRef"]["name"], name(gw));
 
+    let without_hook = yaml_docs(&render_chart(
+        &python,
+        &json!({"operator": {"uninstallHook": {"enabled": false}}}),
+    ));
+    assert!(
+        !without_hook.iter().any(is_hook),
+        "the hook can be turned off"
+    );
+    check_install(&without_hook, NS, None);
+
     for bad in [
         json!({"gateway": {"replicas": "two"}}),
         json!({"gatway": {}}),
+        json!({"operator": {"uninstallHook": {"activeDeadlineSeconds": 5}}}),
     ] {
         let out = Command::new(&python)
             .arg(repo().join("tests/deploy/render_chart.py"))

@@ -2,6 +2,7 @@
 //! `kubectl apply` users see in status and what the gateway finds published.
 
 mod support;
+mod uninstall;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -68,9 +68,17 @@ pub struct Operator {
 }
 
 impl Operator {
-    pub async fn stop(self) {
+    /// Stops it as the kubelet does: asks (SIGTERM), and after a grace
+    /// period kills it, so it never outlives this call.
+    pub async fn stop(mut self) {
         self.stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+        if tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .is_err()
+        {
+            self.task.abort();
+            let _ = (&mut self.task).await;
+        }
     }
 }
 

@@ -3,9 +3,11 @@
 //! [`apiserver`] is an in-memory Kubernetes API server that the real
 //! operator, `kube` client and `kubectl` run against over HTTP. [`tools`]
 //! finds the external programs some tests drive, failing under CI when one
-//! is missing.
+//! is missing. [`rbac`] records the API calls each binary makes, which the
+//! deploy tests check the install's RBAC against.
 
 pub mod apiserver;
+pub mod rbac;
 pub mod tools;
 
 /// Serves `app` on a free loopback port in the background (a test upstream,

@@ -84,6 +84,11 @@ reasons! {
     /// A Secret named in `auth.secretRef` or `openapi.headersFrom` (or one of
     /// its keys) is missing.
     SecretNotFound,
+    /// The namespace of a Secret named in `auth.secretRef` or
+    /// `openapi.headersFrom` has not granted the operator access to its
+    /// Secrets (the operator's `--secret-namespaces`, or the API server
+    /// answering 403).
+    SecretAccessDenied,
     /// The Service named in `serviceRef` does not exist. Only its existence
     /// is checked: a Service without the port is not reported here.
     ServiceNotFound,

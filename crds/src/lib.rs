@@ -1,5 +1,7 @@
 //! toolgate's Kubernetes API: the `McpUpstream` and `McpOverlay` custom
-//! resources (group `toolgate.dev`, version `v1alpha1`) and their CRDs.
+//! resources (group `toolgate.dev`, version `v1alpha1`), the
+//! `McpGatewayReplica` reports the gateway writes for the operator, and
+//! their CRDs.
 //!
 //! Types only: no client, no reconcile logic. The operator reconciles these
 //! kinds; the compiler's settings blocks (`naming`, `tools`, `schema`) are the
@@ -7,7 +9,7 @@
 //! share one definition.
 //!
 //! The CRD YAML is generated from these types by [`crd_yaml`] and committed as
-//! `crds/toolgate.dev.yaml` (one multi-document file, both kinds, so
+//! `crds/toolgate.dev.yaml` (one multi-document file, every kind, so
 //! `kubectl apply -f crds/` installs everything), with a copy in the Helm
 //! chart. Regenerate both after any change to the types, from the workspace
 //! root ([`CRD_REGENERATE_COMMAND`]):
@@ -37,6 +39,7 @@ mod common;
 pub mod conditions;
 mod overlay;
 pub mod publish;
+mod replica;
 mod upstream;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -50,6 +53,7 @@ pub use overlay::{
     McpOverlay, McpOverlaySpec, McpOverlayStatus, UnmatchedTarget, UpstreamRef, UpstreamSelector,
     MAX_STATUS_UNMATCHED,
 };
+pub use replica::{McpGatewayReplica, McpGatewayReplicaSpec};
 pub use upstream::{
     AuthSecretRef, AuthSpec, AuthType, HttpSpec, McpUpstream, McpUpstreamSpec, McpUpstreamStatus,
     OpenApiSource, RejectedOperation, ResponseFailure, Scheme, ServiceRef, ValidationSpec,
@@ -57,9 +61,9 @@ pub use upstream::{
     HTTP_URL_PATTERN, MAX_STATUS_REJECTED, MAX_STATUS_WARNINGS, TOOL_PREFIX_PATTERN,
 };
 
-/// API group of both kinds.
+/// API group of every kind.
 pub const GROUP: &str = "toolgate.dev";
-/// API version of both kinds.
+/// API version of every kind.
 pub const VERSION: &str = "v1alpha1";
 
 /// Path of the committed CRD YAML, relative to the workspace root.
@@ -72,12 +76,16 @@ pub const CRD_REGENERATE_COMMAND: &str =
     "cargo run -q -p crds --bin crdgen > crds/toolgate.dev.yaml \
      && cp crds/toolgate.dev.yaml charts/toolgate/crds/toolgate.dev.yaml";
 
-/// Both CRDs: McpUpstream first, then McpOverlay.
+/// Every CRD: McpUpstream first, then McpOverlay, then McpGatewayReplica.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![McpUpstream::crd(), McpOverlay::crd()]
+    vec![
+        McpUpstream::crd(),
+        McpOverlay::crd(),
+        McpGatewayReplica::crd(),
+    ]
 }
 
-/// The content of [`CRD_YAML_PATH`]: both CRDs as one multi-document YAML
+/// The content of [`CRD_YAML_PATH`]: every CRD as one multi-document YAML
 /// stream, preceded by a header saying how it is made.
 pub fn crd_yaml() -> String {
     let mut out = format!(

@@ -10,6 +10,9 @@
 //! - Secret [`CREDENTIALS_SECRET`]: the credentials the published upstreams
 //!   reference, under keys made by [`credentials_key`].
 //!
+//! The other way, each gateway replica reports what it serves in an
+//! `McpGatewayReplica` named by [`gateway_replica_name`].
+//!
 //! Everything carries the [`PART_OF`] label and a [`COMPONENT`] label, so
 //! the gateway can watch exactly these objects and nothing else.
 
@@ -30,23 +33,20 @@ pub const COMPONENT: &str = "toolgate.dev/component";
 pub const COMPONENT_INDEX: &str = "catalog-index";
 pub const COMPONENT_CHUNK: &str = "catalog-chunk";
 pub const COMPONENT_CREDENTIALS: &str = "credentials";
-/// Label value of the Lease each gateway replica keeps, reporting what it
-/// serves (`catalog::publish::Served` as JSON in [`SERVED_ANNOTATION`]).
-pub const COMPONENT_GATEWAY: &str = "gateway";
-/// Label selector matching every gateway replica's Lease.
-pub const GATEWAY_SELECTOR: &str = "toolgate.dev/component=gateway";
-/// Annotation on a gateway Lease holding its `Served` report.
-pub const SERVED_ANNOTATION: &str = "toolgate.dev/served";
-/// Name of a gateway replica's Lease.
-pub fn gateway_lease_name(replica: &str) -> String {
-    let mut name = format!("toolgate-gateway-{replica}")
-        .to_ascii_lowercase()
-        .replace(
-            |c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'),
-            "-",
-        );
+/// Name of a gateway replica's `McpGatewayReplica` report: its replica id
+/// (the Pod name in a cluster) made a valid object name.
+pub fn gateway_replica_name(replica: &str) -> String {
+    let mut name = replica.to_ascii_lowercase().replace(
+        |c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'),
+        "-",
+    );
     name.truncate(253);
-    name.trim_end_matches(['-', '.']).to_string()
+    let name = name.trim_matches(['-', '.']);
+    if name.is_empty() {
+        "gateway".to_string()
+    } else {
+        name.to_string()
+    }
 }
 /// Label on a chunk: the tool prefix it belongs to.
 pub const PREFIX_LABEL: &str = "toolgate.dev/prefix";
@@ -72,6 +72,16 @@ pub fn credentials_key(namespace: &str, secret: &str, key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replica_names_are_object_names() {
+        assert_eq!(
+            gateway_replica_name("toolgate-gateway-7d9c-x2"),
+            "toolgate-gateway-7d9c-x2"
+        );
+        assert_eq!(gateway_replica_name("Host_Name.local."), "host-name.local");
+        assert_eq!(gateway_replica_name("--"), "gateway");
+    }
 
     #[test]
     fn chunk_names_are_object_names() {

@@ -545,7 +545,9 @@ pub struct McpUpstreamStatus {
     ///   `CatalogTooLarge` (over the compiler's or the operator's
     ///   `--max-upstream-bytes` limit);
     /// - the cluster: `PrefixConflict` (an older McpUpstream holds
-    ///   `toolPrefix`), `SecretNotFound`, `ServiceNotFound`;
+    ///   `toolPrefix`), `SecretNotFound`, `SecretAccessDenied` (the
+    ///   Secret's namespace has not granted the operator access),
+    ///   `ServiceNotFound`;
     /// - publishing: `PublishFailed`, `NotServed` (not every live gateway
     ///   replica serves it yet).
     ///

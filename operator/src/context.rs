@@ -15,13 +15,15 @@ use crate::metrics::Metrics;
 use crate::publish::Publisher;
 use crate::served::Gateways;
 
-use crate::sources::Sources;
+use crate::sources::{SecretAccess, Sources};
 
 /// Operator settings (see `toolgate-operator run --help`).
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Watch one namespace; `None` watches all.
     pub namespace: Option<String>,
+    /// Where Secrets that upstreams name may be read and are watched.
+    pub secret_access: SecretAccess,
     /// Where the catalog, the credentials Secret and the Lease live.
     pub publish_namespace: String,
     pub leader_election: bool,
@@ -42,6 +44,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             namespace: None,
+            secret_access: SecretAccess::Cluster,
             publish_namespace: "toolgate-system".into(),
             leader_election: true,
             lease_name: "toolgate-operator".into(),
@@ -119,6 +122,7 @@ impl Context {
             publisher: Publisher::new(client.clone(), &options.publish_namespace),
             sources: Sources::new(
                 client.clone(),
+                options.secret_access.clone(),
                 options.max_spec_bytes,
                 options.spec_fetch_timeout,
                 metrics.clone(),

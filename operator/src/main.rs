@@ -55,6 +55,12 @@ struct RunArgs {
     /// Watch McpUpstreams and McpOverlays in this namespace only (default: all).
     #[arg(long, env = "WATCH_NAMESPACE")]
     namespace: Option<String>,
+    /// Read and watch the Secrets that upstreams name only in these
+    /// namespaces (comma-separated; empty: none), each of which grants the
+    /// operator access with a RoleBinding; an upstream elsewhere that names
+    /// a Secret fails with SecretAccessDenied. Default: every namespace.
+    #[arg(long, value_name = "NAMESPACE,...")]
+    secret_namespaces: Option<String>,
     /// Namespace the catalog ConfigMaps, the credentials Secret and the Lease live in.
     #[arg(long, env = "POD_NAMESPACE", default_value = "toolgate-system")]
     publish_namespace: String,
@@ -131,6 +137,9 @@ async fn main() -> anyhow::Result<()> {
     let client = kube::Client::try_default().await?;
     let options = operator::Options {
         namespace: args.namespace,
+        secret_access: operator::sources::SecretAccess::from_list(
+            args.secret_namespaces.as_deref(),
+        ),
         publish_namespace: args.publish_namespace,
         leader_election: args.leader_election,
         lease_name: args.lease_name,

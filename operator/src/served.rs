@@ -1,18 +1,18 @@
-//! What the gateway replicas serve, from the Lease each replica keeps in
-//! the publish namespace (see `gateway::kubernetes::report_served`).
+//! What the gateway replicas serve, from the `McpGatewayReplica` each
+//! replica keeps in the publish namespace (see
+//! `gateway::kubernetes::report_served`).
 //!
 //! `Published`/`Ready` on an McpUpstream turn true only once every live
 //! replica serves the upstream's published version, so `kubectl get mcpu`
-//! says what agents can call. A replica is live while its Lease is renewed
-//! within its duration; a replica that shuts down deletes its Lease.
+//! says what agents can call. A replica is live while its report is renewed
+//! within its `ttlSeconds`; a replica that shuts down deletes its report.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use catalog::publish::Served;
-use crds::McpUpstream;
+use crds::{McpGatewayReplica, McpUpstream};
 use futures::StreamExt;
-use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 /// The gateway replicas' reports.
 #[derive(Clone)]
 pub struct Gateways {
-    store: Store<Lease>,
+    store: Store<McpGatewayReplica>,
 }
 
 /// How many live replicas serve a version, of how many live replicas.
@@ -36,10 +36,10 @@ impl Gateways {
     /// Starts watching; returns once the first list is in, so the first
     /// reconciles already see every replica (no status flapping on restart).
     pub async fn start(client: kube::Client, namespace: &str, stop: CancellationToken) -> Gateways {
-        let api: Api<Lease> = Api::namespaced(client, namespace);
+        let api: Api<McpGatewayReplica> = Api::namespaced(client, namespace);
         let (store, writer) = reflector::store();
-        let config = watcher::Config::default().labels(crds::publish::GATEWAY_SELECTOR);
-        let stream = reflector::reflector(writer, watcher(api, config)).default_backoff();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff();
         tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             loop {
@@ -57,7 +57,10 @@ impl Gateways {
             .await
             .is_err()
         {
-            tracing::warn!("gateway reports not listed after 30s; starting without them");
+            tracing::warn!(
+                "gateway reports (McpGatewayReplicas) not listed after 30s; starting without them \
+                 (after an upgrade, is their CRD installed? kubectl apply --server-side -f crds/)"
+            );
         }
         Gateways { store }
     }
@@ -68,23 +71,15 @@ impl Gateways {
         self.store
             .state()
             .iter()
-            .filter_map(|l| {
-                let spec = l.spec.as_ref()?;
-                let renewed = spec.renew_time.as_ref()?.0;
-                let ttl = i64::from(spec.lease_duration_seconds.unwrap_or(30).max(1));
+            .filter_map(|r| {
+                let spec = &r.spec;
+                let ttl = i64::from(spec.ttl_seconds.max(1));
                 // Renewal times are the replicas' clocks; a skew of a few
                 // seconds only shifts when a dead replica stops counting.
-                if now.as_second() - renewed.as_second() > ttl {
+                if now.as_second() - spec.renew_time.0.as_second() > ttl {
                     return None;
                 }
-                let served = l
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(crds::publish::SERVED_ANNOTATION))
-                    .and_then(|s| serde_json::from_str(s).ok())
-                    .unwrap_or_default();
-                Some((l.metadata.name.clone().unwrap_or_default(), served))
+                Some((r.metadata.name.clone().unwrap_or_default(), spec.served()))
             })
             .collect()
     }

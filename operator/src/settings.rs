@@ -15,6 +15,7 @@ use crate::sources;
 /// The gateway's settings for this upstream and the credentials to copy.
 pub async fn read(
     client: &kube::Client,
+    access: &sources::SecretAccess,
     u: &McpUpstream,
 ) -> Result<(UpstreamConfig, BTreeMap<String, Vec<u8>>), Failure> {
     let ns = u.namespace().unwrap_or_default();
@@ -108,21 +109,8 @@ pub async fn read(
                     "spec.auth.secretRef is required unless spec.auth.type is none",
                 ));
             };
-            let data = match sources::secret_data(client, &ns, &sref.name).await {
-                Ok(Some(d)) => d,
-                Ok(None) => {
-                    return Err(Failure::new(
-                        Reason::SecretNotFound,
-                        format!("spec.auth.secretRef: Secret {ns}/{} not found", sref.name),
-                    ))
-                }
-                Err(e) => {
-                    return Err(Failure::transient(format!(
-                        "reading Secret {ns}/{}: {e}",
-                        sref.name
-                    )))
-                }
-            };
+            let data = sources::read_secret(client, access, "spec.auth.secretRef", &ns, &sref.name)
+                .await?;
             let mut refs = Vec::new();
             for k in sref.keys(auth.type_) {
                 let Some(v) = data.get(k) else {

@@ -2,7 +2,7 @@
 //! the object (or URL and HTTP status) so the condition message says exactly
 //! what to fix.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -52,6 +52,8 @@ pub fn redirect_policy() -> reqwest::redirect::Policy {
 /// conditional GETs.
 pub struct Sources {
     client: kube::Client,
+    /// `--secret-namespaces`.
+    secret_access: SecretAccess,
     http: reqwest::Client,
     cache: UrlCache,
     /// `--max-spec-bytes`.
@@ -149,12 +151,14 @@ pub async fn config_map_key(
 impl Sources {
     pub fn new(
         client: kube::Client,
+        secret_access: SecretAccess,
         max_spec_bytes: usize,
         fetch_timeout: Duration,
         metrics: Arc<Metrics>,
     ) -> Self {
         Sources {
             client,
+            secret_access,
             http: reqwest::Client::builder()
                 .user_agent(concat!("toolgate-operator/", env!("CARGO_PKG_VERSION")))
                 .redirect(redirect_policy())
@@ -207,15 +211,16 @@ impl Sources {
         }
         if let Some(url) = &src.url {
             let headers = match &src.headers_from {
-                Some(s) => secret_data(&self.client, &ns, &s.name)
-                    .await
-                    .map_err(|e| Failure::transient(format!("spec.openapi.headersFrom: {e}")))?
-                    .ok_or_else(|| {
-                        Failure::new(
-                            Reason::SecretNotFound,
-                            format!("spec.openapi.headersFrom: Secret {ns}/{} not found", s.name),
-                        )
-                    })?,
+                Some(s) => {
+                    read_secret(
+                        &self.client,
+                        &self.secret_access,
+                        "spec.openapi.headersFrom",
+                        &ns,
+                        &s.name,
+                    )
+                    .await?
+                }
                 None => BTreeMap::new(),
             };
             let bytes = self.fetch(&key, url, &headers).await?;
@@ -369,20 +374,86 @@ impl Sources {
     }
 }
 
-/// A Secret's data (stringData is folded in by the API server).
-pub async fn secret_data(
+/// Which namespaces' Secrets the operator may read (`--secret-namespaces`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SecretAccess {
+    /// Every namespace (a ClusterRole; the chart's
+    /// `operator.secrets.access: cluster`).
+    #[default]
+    Cluster,
+    /// Only these, each of which has granted it (a RoleBinding there; the
+    /// chart's `operator.secrets.access: namespaces`). The operator sends
+    /// no request for a Secret anywhere else.
+    Namespaces(BTreeSet<String>),
+}
+
+impl SecretAccess {
+    /// From `--secret-namespaces`: `None` is [`SecretAccess::Cluster`];
+    /// `Some("a,b")` the namespaces `a` and `b` (`Some("")`: none).
+    pub fn from_list(list: Option<&str>) -> Self {
+        match list {
+            None => SecretAccess::Cluster,
+            Some(list) => SecretAccess::Namespaces(
+                list.split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(String::from)
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The data of Secret `namespace/name` (stringData is folded in by the API
+/// server), which an upstream names at `field` (for the messages). A
+/// namespace that has not granted access, by `access` or by the API server
+/// answering 403, is the upstream's fault (`SecretAccessDenied`), not a
+/// transient error: retrying cannot help until someone grants it.
+pub async fn read_secret(
     client: &kube::Client,
+    access: &SecretAccess,
+    field: &str,
     namespace: &str,
     name: &str,
-) -> Result<Option<BTreeMap<String, Vec<u8>>>, kube::Error> {
+) -> Result<BTreeMap<String, Vec<u8>>, Failure> {
+    if let SecretAccess::Namespaces(granted) = access {
+        if !granted.contains(namespace) {
+            let list = if granted.is_empty() {
+                "none".to_string()
+            } else {
+                granted.iter().cloned().collect::<Vec<_>>().join(", ")
+            };
+            return Err(Failure::new(
+                Reason::SecretAccessDenied,
+                format!(
+                    "{field}: namespace {namespace} has not granted the operator access to its Secrets, so Secret {namespace}/{name} is not read (granted: {list}; the chart's operator.secrets.namespaces)"
+                ),
+            ));
+        }
+    }
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    Ok(api.get_opt(name).await?.map(|s| {
-        s.data
+    match api.get_opt(name).await {
+        Ok(Some(s)) => Ok(s
+            .data
             .unwrap_or_default()
             .into_iter()
             .map(|(k, v)| (k, v.0))
-            .collect()
-    }))
+            .collect()),
+        Ok(None) => Err(Failure::new(
+            Reason::SecretNotFound,
+            format!("{field}: Secret {namespace}/{name} not found"),
+        )),
+        Err(kube::Error::Api(status)) if status.code == 403 => Err(Failure::new(
+            Reason::SecretAccessDenied,
+            format!(
+                "{field}: namespace {namespace} has not granted the operator access to Secret {namespace}/{name} (the API server answered 403 Forbidden: {})",
+                status.message
+            ),
+        )),
+        Err(e) => Err(Failure::transient(format!(
+            "{field}: reading Secret {namespace}/{name}: {e}"
+        ))),
+    }
 }
 
 pub async fn service_exists(
@@ -430,4 +501,22 @@ pub fn overlay_order(u: &McpUpstream, all: &[std::sync::Arc<McpOverlay>]) -> Vec
     });
     names.extend(targeting.into_iter().map(|o| o.name_any()));
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SecretAccess;
+
+    #[test]
+    fn secret_namespaces_are_a_comma_separated_list_and_empty_grants_none() {
+        assert_eq!(SecretAccess::from_list(None), SecretAccess::Cluster);
+        assert_eq!(
+            SecretAccess::from_list(Some("team-a, team-b,,")),
+            SecretAccess::Namespaces(["team-a".to_string(), "team-b".to_string()].into())
+        );
+        assert_eq!(
+            SecretAccess::from_list(Some("")),
+            SecretAccess::Namespaces(Default::default())
+        );
+    }
 }

@@ -3,10 +3,13 @@
 //! [`apiserver`] is an in-memory Kubernetes API server that the real
 //! operator, `kube` client and `kubectl` run against over HTTP. [`tools`]
 //! finds the external programs some tests drive, failing under CI when one
-//! is missing. [`uninstall`] lists the API calls of the operator's
-//! `uninstall` subcommand, which two suites check.
+//! is missing. [`rbac`] records the API calls each binary makes, which the
+//! deploy tests check the install's RBAC against; [`uninstall`] lists the
+//! API calls of the operator's `uninstall` subcommand, which two suites
+//! check.
 
 pub mod apiserver;
+pub mod rbac;
 pub mod tools;
 pub mod uninstall;
 

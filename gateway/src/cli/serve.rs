@@ -37,8 +37,9 @@ pub struct ServeArgs {
     /// namespace (the pod's own in-cluster).
     #[arg(long, env = "POD_NAMESPACE", requires = "kube")]
     pub kube_namespace: Option<String>,
-    /// This replica's name in its served report (a Lease the operator reads
-    /// to count the replicas serving each upstream); default: the host name.
+    /// This replica's name in its served report (an McpGatewayReplica the
+    /// operator reads to count the replicas serving each upstream);
+    /// default: the host name.
     #[arg(long, env = "POD_NAME", requires = "kube")]
     pub replica_id: Option<String>,
     /// UID of this replica's Pod (downward API `metadata.uid`), with

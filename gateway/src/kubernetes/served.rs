@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crds::publish::PART_OF;
+use crds::{McpGatewayReplica, McpGatewayReplicaSpec};
 use kube::Api;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -17,14 +18,14 @@ use crate::reload::CatalogStore;
 pub const REPORT_RENEW: Duration = Duration::from_secs(10);
 pub const REPORT_TTL_SECONDS: i32 = 30;
 
-/// Reports what this replica serves in a Lease of its own
-/// (`crds::publish::gateway_lease_name`), so the operator can say how many
-/// replicas serve each published upstream. Written when what is served
-/// changes (checked every 250 ms) and renewed every [`REPORT_RENEW`];
-/// deleted on shutdown so the operator stops counting this replica at once.
-/// With `pod_uid` (the replica is Pod `replica`), the Lease is owned by the
-/// Pod, so a replica that crashes leaves no report behind either: the
-/// garbage collector deletes it with the Pod.
+/// Reports what this replica serves in an `McpGatewayReplica` of its own
+/// (named by `crds::publish::gateway_replica_name`), so the operator can
+/// say how many replicas serve each published upstream. Written when what
+/// is served changes (checked every 250 ms) and renewed every
+/// [`REPORT_RENEW`]; deleted on shutdown so the operator stops counting
+/// this replica at once. With `pod_uid` (the replica is Pod `replica`), the
+/// report is owned by the Pod, so a replica that crashes leaves no report
+/// behind either: the garbage collector deletes it with the Pod.
 pub async fn report_served(
     client: kube::Client,
     store: Arc<CatalogStore>,
@@ -34,12 +35,14 @@ pub async fn report_served(
     shutdown: CancellationToken,
 ) {
     use catalog::publish::Served;
-    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
     use kube::api::{DeleteParams, PostParams};
 
-    let api: Api<Lease> = Api::namespaced(client, &namespace);
-    let name = crds::publish::gateway_lease_name(&replica);
+    let api: Api<McpGatewayReplica> = Api::namespaced(client, &namespace);
+    let name = crds::publish::gateway_replica_name(&replica);
+    // NB: no `blockOwnerDeletion`: with it, the OwnerReferencesPermissionEnforcement
+    // admission plugin would require `update` on pods/finalizers, a right
+    // the gateway has no other use for.
     let owner = pod_uid.map(|uid| {
         vec![OwnerReference {
             api_version: "v1".into(),
@@ -65,30 +68,24 @@ pub async fn report_served(
             None => true,
         };
         if due {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(namespace.clone()),
-                    labels: Some(BTreeMap::from([
-                        (PART_OF.0.to_string(), PART_OF.1.to_string()),
-                        (
-                            crds::publish::COMPONENT.to_string(),
-                            crds::publish::COMPONENT_GATEWAY.to_string(),
-                        ),
-                    ])),
-                    annotations: Some(BTreeMap::from([(
-                        crds::publish::SERVED_ANNOTATION.to_string(),
-                        serde_json::to_string(&served).unwrap_or_default(),
-                    )])),
-                    owner_references: owner.clone(),
-                    ..Default::default()
+            let mut report = McpGatewayReplica::new(
+                &name,
+                McpGatewayReplicaSpec {
+                    catalog_hash: served.catalog_hash.clone(),
+                    upstreams: served.upstreams.clone(),
+                    renew_time: Time(jiff::Timestamp::now()),
+                    ttl_seconds: REPORT_TTL_SECONDS,
                 },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(replica.clone()),
-                    lease_duration_seconds: Some(REPORT_TTL_SECONDS),
-                    renew_time: Some(MicroTime(jiff::Timestamp::now())),
-                    ..Default::default()
-                }),
+            );
+            report.metadata = ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    PART_OF.0.to_string(),
+                    PART_OF.1.to_string(),
+                )])),
+                owner_references: owner.clone(),
+                ..Default::default()
             };
             let pp = PostParams {
                 field_manager: Some("toolgate-gateway".into()),
@@ -96,17 +93,16 @@ pub async fn report_served(
             };
             let written = match api.get_opt(&name).await {
                 Ok(Some(old)) => {
-                    let mut l = lease;
-                    l.metadata.resource_version = old.metadata.resource_version;
-                    api.replace(&name, &pp, &l).await.map(drop)
+                    report.metadata.resource_version = old.metadata.resource_version;
+                    api.replace(&name, &pp, &report).await.map(drop)
                 }
-                Ok(None) => api.create(&pp, &lease).await.map(drop),
+                Ok(None) => api.create(&pp, &report).await.map(drop),
                 Err(e) => Err(e),
             };
             match written {
                 Ok(()) => last = Some((served, Instant::now())),
                 Err(e) => {
-                    tracing::warn!(lease = %name, error = %e, "reporting what this replica serves")
+                    tracing::warn!(report = %name, error = %e, "reporting what this replica serves (is the McpGatewayReplica CRD installed?)")
                 }
             }
         }
@@ -116,6 +112,6 @@ pub async fn report_served(
         }
     }
     if let Err(e) = api.delete(&name, &DeleteParams::default()).await {
-        tracing::debug!(lease = %name, error = %e, "removing the served report");
+        tracing::debug!(report = %name, error = %e, "removing the served report");
     }
 }

@@ -16,7 +16,7 @@ use crds::publish::{
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::ByteString;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
-use kube::Api;
+use kube::{Api, CustomResourceExt};
 use serde_json::{json, Value};
 use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
 
@@ -60,6 +60,11 @@ impl Cluster {
             .create(&PostParams::default(), &ns)
             .await
             .expect("namespace created");
+        // The kind of the served report (only that CRD is needed).
+        server
+            .prepare(&[crds::McpGatewayReplica::crd()], &[])
+            .await
+            .expect("the McpGatewayReplica CRD");
         let dir = tempdir(&format!("kube-{name}"));
         // The gateway's requests are counted as user "gateway".
         std::fs::write(dir.join("kubeconfig"), server.kubeconfig_as("gateway")).unwrap();
@@ -385,30 +390,21 @@ async fn kube_mode_loads_hot_swaps_and_survives_watch_cuts() {
         .await
         .contains(&"other__extra_2".to_string()));
 
-    // It reports what it serves in its own Lease, for the operator.
-    let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-        kube::Api::namespaced(cluster.server.client().expect("client"), NS);
-    let report = leases
-        .list(&kube::api::ListParams::default().labels(crds::publish::GATEWAY_SELECTOR))
-        .await
-        .expect("leases");
+    // It reports what it serves in its own McpGatewayReplica, for the
+    // operator.
+    let reports: Api<crds::McpGatewayReplica> =
+        Api::namespaced(cluster.server.client().expect("client"), NS);
+    let report = reports.list(&Default::default()).await.expect("reports");
     assert_eq!(report.items.len(), 1);
-    let served: catalog::publish::Served = serde_json::from_str(
-        report.items[0]
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(crds::publish::SERVED_ANNOTATION))
-            .expect("served annotation"),
-    )
-    .expect("served report parses");
-    assert!(!served.catalog_hash.is_empty());
+    let report = &report.items[0];
+    assert_eq!(report.metadata.name.as_deref(), Some("gateway-0"));
+    assert!(!report.spec.catalog_hash.is_empty());
+    assert_eq!(
+        report.spec.ttl_seconds,
+        gateway::kubernetes::REPORT_TTL_SECONDS
+    );
     // Owned by its Pod, so a crashed replica's report goes with the Pod.
-    let owners = report.items[0]
-        .metadata
-        .owner_references
-        .clone()
-        .unwrap_or_default();
+    let owners = report.metadata.owner_references.clone().unwrap_or_default();
     assert_eq!(owners.len(), 1, "{owners:?}");
     assert_eq!(
         (
@@ -418,23 +414,75 @@ async fn kube_mode_loads_hot_swaps_and_survives_watch_cuts() {
         ),
         ("Pod", "gateway-0", POD_UID)
     );
+}
 
-    // All the gateway needs: read ConfigMaps and write its own Lease, in
-    // its own namespace.
-    let other_requests: Vec<_> = cluster
-        .server
-        .requests()
-        .into_keys()
-        .filter(|k| k.user == "gateway")
-        .filter(|k| {
-            let reads =
-                k.resource == "configmaps" && ["get", "list", "watch"].contains(&k.verb.as_str());
-            let report = k.resource == "leases"
-                && ["get", "create", "update", "delete"].contains(&k.verb.as_str());
-            !(k.namespace == NS && (reads || report))
-        })
-        .collect();
-    assert!(other_requests.is_empty(), "{other_requests:?}");
+/// Every kind of call `toolgate serve --kube` makes, recorded for the RBAC
+/// check (`toolgate_tests::rbac`; tests/tests/apiserver/deploy.rs compares
+/// the chart's rules with it): it follows the catalog through two versions,
+/// reports each, and removes its report when stopped.
+#[tokio::test]
+async fn the_gateways_calls_are_the_recorded_ones() {
+    use toolgate_tests::rbac::{calls_of, check_or_record, Recording};
+    let cluster = Cluster::start("rbac").await;
+    let up = TestUpstream::start().await;
+    let gw = cluster.gateway();
+    let reports: Api<crds::McpGatewayReplica> =
+        Api::namespaced(cluster.server.client().expect("client"), NS);
+    let reported = |hash: String| {
+        let reports = reports.clone();
+        async move {
+            let deadline = std::time::Instant::now() + WAIT;
+            loop {
+                let r = reports.get_opt("gateway-0").await.expect("get report");
+                if r.is_some_and(|r| r.spec.catalog_hash == hash) {
+                    return;
+                }
+                assert!(std::time::Instant::now() < deadline, "no report of {hash}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let v1 = cluster
+        .publish(&[published("pets", pets_tools(), base(&up.url))], &[])
+        .await;
+    wait_served(&gw.url, &v1.hash()).await;
+    reported(v1.hash()).await;
+    let v2 = cluster
+        .publish(
+            &[
+                published("pets", pets_tools(), base(&up.url)),
+                published("other", other_tools(), base(&up.url)),
+            ],
+            &[],
+        )
+        .await;
+    wait_served(&gw.url, &v2.hash()).await;
+    reported(v2.hash()).await;
+    gw.terminate().await;
+    assert!(
+        reports
+            .get_opt("gateway-0")
+            .await
+            .expect("get report")
+            .is_none(),
+        "the report outlived the replica"
+    );
+
+    let fresh = Recording {
+        service_account: "toolgate-gateway".into(),
+        values: json!({}),
+        calls: calls_of(&cluster.server, "gateway", &[]),
+    };
+    check_or_record(
+        "gateway.yaml",
+        "The Kubernetes API calls `toolgate serve --kube` makes, as RBAC sees them.\n\
+         Recorded by gateway/tests/e2e/kube.rs:\n  kube::the_gateways_calls_are_the_recorded_ones\n\
+         Checked against the chart's and deploy/default's RBAC by\n\
+         tests/tests/apiserver/deploy.rs. Refresh:\n  \
+         TOOLGATE_RECORD_RBAC=1 cargo test -p gateway --test e2e the_gateways_calls_are_the_recorded_ones",
+        &fresh,
+        "cargo test -p gateway --test e2e the_gateways_calls_are_the_recorded_ones",
+    );
 }
 
 fn gateway_lists(server: &ApiServerHandle) -> u64 {

@@ -88,7 +88,7 @@ impl Product {
         p
     }
 
-    /// Starts gateway replica `i` (its own API user and Lease).
+    /// Starts gateway replica `i` (its own API user and served report).
     fn gateway(&self, i: usize) -> Served {
         let kubeconfig = self.dir.join(format!("kubeconfig-{i}"));
         std::fs::write(

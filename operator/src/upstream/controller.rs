@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::Context;
 use crate::error::Error;
 use crate::sources;
+use crate::sources::SecretAccess;
 use crate::status;
 use crate::sync::lock;
 
@@ -95,16 +96,12 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
             move |cm| upstreams_using(&c3, &cm, Uses::ConfigMap),
         )
         .watches(
-            api::<PartialObjectMeta<Secret>>(&client, &ns),
-            wc.clone(),
-            move |s| upstreams_using(&c4, &s, Uses::Secret),
-        )
-        .watches(
             api::<PartialObjectMeta<Service>>(&client, &ns),
             wc.clone(),
             move |s| upstreams_using(&c5, &s, Uses::Service),
         )
         .reconcile_on(served_trigger)
+        .reconcile_on(secret_triggers(&c4, &client, &wc))
         .graceful_shutdown_on({
             let stop = stop.clone();
             async move { stop.cancelled().await }
@@ -135,6 +132,61 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
         });
     tokio::join!(upstream_ctl, overlay_ctl);
     Ok(())
+}
+
+/// Upstreams to reconcile when a Secret changes (its credentials are
+/// re-copied), from one watch per namespace the operator may read Secrets
+/// in (`--secret-namespaces`), or one over all namespaces (within the
+/// watched one, if any).
+///
+/// NB: not `Controller::watches`: a watch the API server refuses (a
+/// namespace listed before it granted access) would fail for as long as
+/// the grant is missing, and every watch error pauses all of the
+/// controller's watches (see [`WatchBackoff`]). These watches back off on
+/// their own instead, and their errors are logged.
+fn secret_triggers(
+    ctx: &Arc<Context>,
+    client: &kube::Client,
+    wc: &watcher::Config,
+) -> impl futures::Stream<Item = ObjectRef<McpUpstream>> + Send + 'static {
+    let apis: Vec<(String, Api<PartialObjectMeta<Secret>>)> =
+        match (&ctx.options.secret_access, &ctx.options.namespace) {
+            (SecretAccess::Cluster, None) => vec![("*".into(), Api::all(client.clone()))],
+            (SecretAccess::Cluster, Some(ns)) => {
+                vec![(ns.clone(), Api::namespaced(client.clone(), ns))]
+            }
+            (SecretAccess::Namespaces(granted), watched) => granted
+                .iter()
+                .filter(|ns| watched.as_ref().is_none_or(|w| w == *ns))
+                .map(|ns| (ns.clone(), Api::namespaced(client.clone(), ns)))
+                .collect(),
+        };
+    let streams = apis.into_iter().map(|(scope, api)| {
+        let ctx = ctx.clone();
+        watcher(api, wc.clone())
+            .default_backoff()
+            .touched_objects()
+            .flat_map(move |ev| {
+                futures::stream::iter(match ev {
+                    Ok(s) => upstreams_using(&ctx, &s, Uses::Secret),
+                    Err(
+                        watcher::Error::InitialListFailed(kube::Error::Api(s))
+                        | watcher::Error::WatchStartFailed(kube::Error::Api(s)),
+                    ) if s.code == 403 => {
+                        tracing::warn!(namespace = %scope, error = %s.message, "watching Secrets: forbidden (has the namespace granted the operator access?)");
+                        vec![]
+                    }
+                    // Cut streams and 410 Gone after compaction: the
+                    // watcher resumes or relists by itself.
+                    Err(e) => {
+                        tracing::debug!(namespace = %scope, error = %e, "watching Secrets");
+                        vec![]
+                    }
+                })
+            })
+            .boxed()
+    });
+    futures::stream::select_all(streams)
 }
 
 /// Backoff for the controllers' watches. NB: the controller pauses *all*

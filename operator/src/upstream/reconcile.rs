@@ -53,7 +53,8 @@ async fn apply(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
         Ok(spec) => compile(ctx, u, spec, &mut overlay_outcomes).await?,
         Err(_) => Built::default(),
     };
-    let settings = users_fault(crate::settings::read(&ctx.client, u).await)?;
+    let settings =
+        users_fault(crate::settings::read(&ctx.client, &ctx.options.secret_access, u).await)?;
 
     // Moved, not shared: publishing drops it as soon as it is copied, so
     // a large catalog is not held twice while it is encoded.

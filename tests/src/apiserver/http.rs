@@ -15,7 +15,8 @@
 //! prefer protobuf accept it); protobuf request bodies are decoded for the
 //! kinds kubectl's generators send (see `protobuf`).
 //! Simplified: no authentication or authorization (an impersonated user,
-//! bearer token or basic user name is only recorded, as `RequestKey::user`); OpenAPI documents are
+//! bearer token or basic user name is only recorded, as `RequestKey::user`;
+//! tests can forbid chosen requests); OpenAPI documents are
 //! minimal (see `openapi`); the legacy
 //! `/api/v1/watch/...` paths are not served.
 
@@ -227,12 +228,21 @@ fn dispatch(
         "" => user_agent.split('/').next().unwrap_or_default().to_string(),
         m => m.to_string(),
     };
-    *delay = state.count(RequestKey {
+    let name = match target.name {
+        Some(n) => n.to_string(),
+        None if matches!(verb, "list" | "watch") => FieldSelector::parse(q("fieldSelector"))
+            .ok()
+            .and_then(|f| f.exact_name().map(String::from))
+            .unwrap_or_default(),
+        None => String::new(),
+    };
+    let key = RequestKey {
         verb: verb.into(),
         group: target.group.into(),
         resource: target.plural.into(),
         subresource: target.sub.unwrap_or_default().into(),
         namespace: target.namespace.unwrap_or_default().into(),
+        name,
         field_manager: if matches!(verb, "create" | "update" | "patch") {
             manager.clone()
         } else {
@@ -246,7 +256,21 @@ fn dispatch(
             Some(u) => u.to_string(),
             None => user_of(header_str(headers, header::AUTHORIZATION)),
         },
+    };
+    let denied = state.forbids(&key).then(|| {
+        ApiError::forbidden(
+            &key.user,
+            &key.verb,
+            &key.group,
+            &key.resource,
+            &key.name,
+            &key.namespace,
+        )
     });
+    *delay = state.count(key);
+    if let Some(e) = denied {
+        return Err(e);
+    }
 
     let rt = state
         .lock()

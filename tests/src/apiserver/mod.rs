@@ -28,7 +28,8 @@
 //! `watch` (watch streams, bookmarks, 410 Gone), `validation` (CRD schema
 //! pruning, defaulting, validation and CEL rules), `table` (kubectl's
 //! Table output), `selector` and `status` (error bodies).
-//! Not implemented at all: authentication/authorization, protobuf, OpenAPI
+//! Not implemented at all: authentication and authorization (tests deny
+//! chosen requests with [`ApiServerHandle::forbid`]), protobuf, OpenAPI
 //! documents, aggregated discovery, kubelets and workload controllers,
 //! garbage collection through ownerReferences, admission webhooks and CRD
 //! conversion. The kinds an install creates (Deployments, RBAC objects,
@@ -90,6 +91,11 @@ pub struct RequestKey {
     pub resource: String,
     pub subresource: String,
     pub namespace: String,
+    /// The object's name: from the path, or for a list or watch from a
+    /// `metadata.name=` field selector (what the real server authorizes
+    /// against an RBAC rule's `resourceNames`); empty for create and
+    /// collections.
+    pub name: String,
     /// `fieldManager` (or the user agent's product, as the real server
     /// defaults it) for create, update and patch.
     pub field_manager: String,
@@ -117,8 +123,12 @@ pub(crate) struct State {
     pub options: Options,
     requests: Mutex<BTreeMap<RequestKey, u64>>,
     delays: Mutex<Vec<Delay>>,
+    forbidden: Mutex<Vec<Forbid>>,
     addr: OnceLock<String>,
 }
+
+/// Requests answered 403 Forbidden, as an authorizer denying them would.
+type Forbid = Box<dyn Fn(&RequestKey) -> bool + Send + Sync>;
 
 /// Latency injected into the responses to some requests.
 struct Delay {
@@ -145,6 +155,14 @@ impl State {
         let mut r = self.requests.lock().unwrap_or_else(|p| p.into_inner());
         *r.entry(key).or_default() += 1;
         delay
+    }
+
+    fn forbids(&self, key: &RequestKey) -> bool {
+        self.forbidden
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|f| f(key))
     }
 
     fn addr(&self) -> &str {
@@ -222,6 +240,7 @@ impl ApiServer {
             options: self.options,
             requests: Mutex::new(BTreeMap::new()),
             delays: Mutex::default(),
+            forbidden: Mutex::default(),
             addr: OnceLock::new(),
         });
         let _ = state.addr.set(local.to_string());
@@ -401,6 +420,18 @@ impl ApiServerHandle {
                 filter: Box::new(filter),
                 by,
             });
+    }
+
+    /// Answers every later request matching `filter` with 403 Forbidden
+    /// (the real server's body and wording), as RBAC denying it would. The
+    /// request is still counted in [`Self::requests`]. There is no
+    /// authorizer otherwise: every request is allowed.
+    pub fn forbid(&self, filter: impl Fn(&RequestKey) -> bool + Send + Sync + 'static) {
+        self.state
+            .forbidden
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Box::new(filter));
     }
 
     pub fn reset_requests(&self) {

@@ -132,6 +132,15 @@ impl FieldSelector {
         Ok(FieldSelector(reqs))
     }
 
+    /// The name an `metadata.name=x` requirement pins, as the real server
+    /// reads it to authorize a list or watch of one object by name.
+    pub fn exact_name(&self) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(path, eq, _)| path == "metadata.name" && *eq)
+            .map(|(_, _, v)| v.as_str())
+    }
+
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(path, eq, want)| {
             let mut cur = obj;

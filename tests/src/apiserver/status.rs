@@ -2,7 +2,7 @@
 //!
 //! Faithful: HTTP code, `reason`, `message` wording for the common cases
 //! (NotFound, AlreadyExists, Conflict, Invalid, Gone, MethodNotAllowed,
-//! BadRequest) and `details` with name/group/kind and, for Invalid, `causes`.
+//! BadRequest, Forbidden) and `details` with name/group/kind and, for Invalid, `causes`.
 //! Simplified: `retryAfterSeconds` is never set.
 
 use serde_json::{json, Value};
@@ -73,6 +73,37 @@ impl ApiError {
         )
     }
 
+    /// What the real server answers when the authorizer (RBAC) denies a
+    /// request, in its wording: `secrets "x" is forbidden: User "u" cannot
+    /// get resource "secrets" in API group "" in the namespace "ns"`.
+    pub fn forbidden(
+        user: &str,
+        verb: &str,
+        group: &str,
+        plural: &str,
+        name: &str,
+        namespace: &str,
+    ) -> Self {
+        let what = if name.is_empty() {
+            qualified(group, plural)
+        } else {
+            format!("{} \"{name}\"", qualified(group, plural))
+        };
+        let scope = if namespace.is_empty() {
+            "at the cluster scope".to_string()
+        } else {
+            format!("in the namespace \"{namespace}\"")
+        };
+        ApiError {
+            details: Some(details(group, plural, name)),
+            ..Self::new(
+                403,
+                "Forbidden",
+                format!("{what} is forbidden: User \"{user}\" cannot {verb} resource \"{plural}\" in API group \"{group}\" {scope}"),
+            )
+        }
+    }
+
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         ApiError {
             details: Some(details(group, plural, name)),
@@ -98,8 +129,9 @@ impl ApiError {
         }
     }
 
-    /// 403: the request is refused whoever sends it (`why` says why).
-    pub fn forbidden(group: &str, plural: &str, name: &str, why: &str) -> Self {
+    /// 403: the request is refused whoever sends it (`why` says why), as
+    /// admission refuses content in a terminating namespace.
+    pub fn refused(group: &str, plural: &str, name: &str, why: &str) -> Self {
         ApiError {
             details: Some(details(group, plural, name)),
             ..Self::new(

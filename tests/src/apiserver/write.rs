@@ -151,7 +151,7 @@ impl Store {
                 return Err(ApiError::not_found("", "namespaces", ns));
             }
             if self.namespace_terminating(ns) {
-                return Err(ApiError::forbidden(
+                return Err(ApiError::refused(
                     &rt.group,
                     &rt.plural,
                     meta_str(&obj, "name"),

@@ -4,12 +4,16 @@
 //! Always: the chart's CRDs are the generated ones; values.yaml satisfies
 //! values.schema.json; `kubectl kustomize deploy/default` renders, applies
 //! server-side to the in-memory API server, and is consistent (every
-//! ServiceAccount, Role and binding it refers to exists; the operator's RBAC
-//! covers what it does and the gateway's is read-only, one namespace;
-//! container args use flags the binaries have; pods are locked down);
-//! `deploy/uninstall` is the chart's pre-delete hook, and that hook (a Job
-//! running `toolgate-operator uninstall`) is granted exactly the calls the
-//! subcommand makes (`toolgate_tests::uninstall::CALLS`).
+//! ServiceAccount, Role and binding it refers to exists; the gateway reads
+//! one namespace and touches no Secret or Lease; container args use flags
+//! the binaries have; pods are locked down). Each ServiceAccount's RBAC
+//! allows every API call its binary was recorded making
+//! (`toolgate_tests::rbac`, tests/fixtures/rbac) and nothing else: a call
+//! without a rule fails, and so does a rule without a call — for the
+//! kustomize base and, with Helm, the chart rendered with each recording's
+//! values. `deploy/uninstall` is the chart's pre-delete hook, and that hook
+//! (a Job running `toolgate-operator uninstall`) is granted exactly the
+//! calls the subcommand makes (`toolgate_tests::uninstall::CALLS`).
 //! With `TOOLGATE_DEPLOY_PYTHON` (tests/deploy/venv.sh): the chart is linted
 //! and rendered by Helm's own SDK for several value sets, each render passes
 //! the same checks, the default one applies and equals the kustomize base,
@@ -23,6 +27,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
+use toolgate_tests::rbac::{self, Call, Recording};
 use toolgate_tests::tools;
 use toolgate_tests::uninstall::{Scope, CALLS};
 
@@ -115,10 +120,13 @@ fn strs(v: &Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// One RBAC rule, with where it applies (None: every namespace).
+/// One RBAC rule, with where it applies (None: every namespace) and where
+/// it comes from (for messages).
 struct Grant<'a> {
     scope: Option<&'a str>,
     rule: &'a Value,
+    /// `ClusterRole toolgate-operator-watch rule 3 (bound by ...)`.
+    origin: String,
 }
 
 /// What the bindings in `objs` grant ServiceAccount `ns/sa`; every roleRef
@@ -162,8 +170,20 @@ fn grants<'a>(objs: &'a [Value], ns: &str, sa: &str) -> Vec<Grant<'a>> {
                 name(b)
             )
         });
-        for rule in role["rules"].as_array().into_iter().flatten() {
-            out.push(Grant { scope, rule });
+        for (i, rule) in role["rules"].as_array().into_iter().flatten().enumerate() {
+            let origin = format!(
+                "{role_kind} {role_name} rule {} {} (bound by {} {})",
+                i + 1,
+                json!({"apiGroups": rule["apiGroups"], "resources": rule["resources"],
+                       "verbs": rule["verbs"], "resourceNames": rule["resourceNames"]}),
+                b["kind"].as_str().unwrap_or_default(),
+                name(b)
+            );
+            out.push(Grant {
+                scope,
+                rule,
+                origin,
+            });
         }
     }
     out
@@ -189,66 +209,6 @@ fn allowed(
             && (names.is_empty() || object.is_some_and(|o| names.contains(&o)))
     })
 }
-
-/// What the operator does (notes/COMMON.md contract): (group, resources,
-/// verbs, object name) in the watched namespaces.
-const OPERATOR_WATCH: &[(&str, &[&str], &[&str])] = &[
-    (
-        "toolgate.dev",
-        &["mcpupstreams", "mcpoverlays"],
-        &["get", "list", "watch", "patch", "update"],
-    ),
-    (
-        "toolgate.dev",
-        &["mcpupstreams/status", "mcpoverlays/status"],
-        &["get", "patch", "update"],
-    ),
-    (
-        "toolgate.dev",
-        &["mcpupstreams/finalizers", "mcpoverlays/finalizers"],
-        &["update"],
-    ),
-    (
-        "",
-        &["configmaps", "secrets", "services"],
-        &["get", "list", "watch"],
-    ),
-    ("events.k8s.io", &["events"], &["create", "patch"]),
-    ("", &["events"], &["create", "patch"]),
-];
-
-/// ... and in the publish namespace (object names where it is fixed).
-const OPERATOR_PUBLISH: &[(&str, &str, &[&str], Option<&str>)] = &[
-    (
-        "",
-        "configmaps",
-        &[
-            "create", "update", "patch", "delete", "get", "list", "watch",
-        ],
-        None,
-    ),
-    ("", "secrets", &["create"], None),
-    (
-        "",
-        "secrets",
-        &["get", "update", "patch"],
-        Some("toolgate-credentials"),
-    ),
-    ("coordination.k8s.io", "leases", &["create"], None),
-    (
-        "coordination.k8s.io",
-        "leases",
-        &["get", "update", "patch"],
-        Some("toolgate-operator"),
-    ),
-    // The gateway replicas' served reports.
-    (
-        "coordination.k8s.io",
-        "leases",
-        &["get", "list", "watch"],
-        None,
-    ),
-];
 
 /// A binary built next to this test, if any.
 fn built(binary: &str) -> Option<PathBuf> {
@@ -312,6 +272,7 @@ const GATEWAY_SERVE_FLAGS: &[&str] = &[
 
 const OPERATOR_RUN_FLAGS: &[&str] = &[
     "--namespace",
+    "--secret-namespaces",
     "--publish-namespace",
     "--leader-election",
     "--lease-name",
@@ -621,39 +582,41 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
             "{args:?}"
         ),
     }
+    // What it may do is checked against what it does (the recorded calls,
+    // `the_rbac_allows_exactly_the_recorded_calls`); here, what it must not.
     let g = grants(objs, ns, op_sa);
-    for (group, resources, verbs) in OPERATOR_WATCH {
-        for r in *resources {
-            for v in *verbs {
-                assert!(
-                    allowed(&g, watch, group, r, v, None),
-                    "operator may not {v} {group}/{r} in {watch:?}"
-                );
-                if let Some(w) = watch {
-                    assert!(
-                        !allowed(&g, Some("elsewhere"), group, r, v, None),
-                        "watching {w} only, the operator may still {v} {r} elsewhere"
-                    );
-                }
-            }
-        }
+    if let Some(w) = watch {
+        assert!(
+            !allowed(
+                &g,
+                Some("elsewhere"),
+                "toolgate.dev",
+                "mcpupstreams",
+                "list",
+                None
+            ),
+            "watching {w} only, the operator may still list upstreams elsewhere"
+        );
     }
-    for (group, r, verbs, object) in OPERATOR_PUBLISH {
-        for v in *verbs {
-            assert!(
-                allowed(&g, Some(ns), group, r, v, *object),
-                "operator may not {v} {group}/{r} {object:?} in {ns}"
-            );
-        }
+    for (verb, object) in [("delete", "toolgate-credentials"), ("update", "other")] {
+        assert!(
+            !allowed(&g, Some(ns), "", "secrets", verb, Some(object)),
+            "operator may {verb} Secret {object}"
+        );
     }
-    assert!(!allowed(
-        &g,
-        Some(ns),
-        "",
-        "secrets",
-        "delete",
-        Some("toolgate-credentials")
-    ));
+    for (verb, object) in [("update", "other"), ("delete", "toolgate-operator")] {
+        assert!(
+            !allowed(
+                &g,
+                Some(ns),
+                "coordination.k8s.io",
+                "leases",
+                verb,
+                Some(object)
+            ),
+            "operator may {verb} Lease {object}"
+        );
+    }
 
     // Gateway.
     let gw = deployment(objs, "gateway");
@@ -678,20 +641,21 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
         Some("metadata.namespace")
     );
     let g = grants(objs, ns, gw_sa);
-    for v in ["get", "list", "watch"] {
-        assert!(
-            allowed(&g, Some(ns), "", "configmaps", v, None),
-            "gateway may not {v} configmaps"
-        );
-    }
     assert!(
-        !allowed(&g, Some("elsewhere"), "", "configmaps", "get", None),
+        !allowed(&g, Some("elsewhere"), "", "configmaps", "list", None),
         "gateway reads other namespaces"
     );
-    for v in ["get", "create", "update", "delete"] {
+    for v in ["get", "create", "update", "patch", "delete"] {
         assert!(
-            allowed(&g, Some(ns), "coordination.k8s.io", "leases", v, None),
-            "gateway may not {v} its served report (a Lease)"
+            !allowed(
+                &g,
+                Some(ns),
+                "coordination.k8s.io",
+                "leases",
+                v,
+                Some("toolgate-operator")
+            ),
+            "gateway may {v} the operator's leader Lease"
         );
     }
     assert_eq!(env_from_field(c, "POD_NAME"), Some("metadata.name"));
@@ -770,6 +734,236 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
             }
         }
     }
+}
+
+/// Whether `g` allows `call`, as RBAC decides it.
+fn grant_allows(g: &Grant, call: &Call) -> bool {
+    let scope_ok = match (g.scope, call.namespace.as_str()) {
+        (None, _) => true,
+        (Some(_), rbac::ALL_NAMESPACES) => false,
+        (Some(scope), ns) => scope == ns,
+    };
+    let names = strs(&g.rule["resourceNames"]);
+    scope_ok
+        && strs(&g.rule["apiGroups"]).contains(&call.group.as_str())
+        && strs(&g.rule["resources"]).contains(&call.resource.as_str())
+        && strs(&g.rule["verbs"]).contains(&call.verb.as_str())
+        && (names.is_empty() || names.contains(&call.name.as_str()))
+}
+
+/// Whether `values` sets everything `subset` sets, to the same values.
+fn sets_all(values: &Value, subset: &Value) -> bool {
+    match subset {
+        Value::Object(m) => m.iter().all(|(k, v)| sets_all(&values[k], v)),
+        v => values == v,
+    }
+}
+
+/// How many settings `values` makes.
+fn settings(values: &Value) -> usize {
+    match values {
+        Value::Object(m) => m.values().map(settings).sum(),
+        _ => 1,
+    }
+}
+
+/// Checks the RBAC of an install (`objs`, rendered with chart `values`;
+/// `what` names it) against the recorded calls: for each ServiceAccount,
+/// the recording made with the most specific of the values `values`
+/// includes. Every recorded call must be allowed by a rule bound to its
+/// ServiceAccount, and every verb of every such rule (for each of its
+/// `resourceNames`) must be used by a recorded call. Returns one message
+/// per violation.
+fn check_recorded(
+    objs: &[Value],
+    ns: &str,
+    values: &Value,
+    recordings: &[(String, Recording)],
+    what: &str,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    // Every ServiceAccount the install binds must have recorded calls. The
+    // pre-delete hook's are `check_uninstall_hook`'s: its RBAC must grant
+    // exactly `toolgate_tests::uninstall::CALLS`, which the operator suite
+    // checks against the calls an uninstall run makes.
+    let mut bound: BTreeSet<&str> = BTreeSet::new();
+    for b in objs.iter().filter(|o| {
+        (o["kind"] == "RoleBinding" || o["kind"] == "ClusterRoleBinding") && !is_hook(o)
+    }) {
+        for s in b["subjects"].as_array().into_iter().flatten() {
+            if s["kind"] == "ServiceAccount" && s["namespace"] == ns {
+                bound.insert(s["name"].as_str().unwrap_or_default());
+            }
+        }
+    }
+    for sa in &bound {
+        if !recordings.iter().any(|(_, r)| r.service_account == *sa) {
+            errors.push(format!(
+                "{what}: ServiceAccount {sa} is granted RBAC but no recording in {} says what it does \
+                 (add a recording test: see toolgate_tests::rbac)",
+                rbac::DIR
+            ));
+        }
+    }
+    let accounts: BTreeSet<&str> = recordings
+        .iter()
+        .map(|(_, r)| r.service_account.as_str())
+        .collect();
+    for sa in accounts {
+        let Some((file, rec)) = recordings
+            .iter()
+            .filter(|(_, r)| r.service_account == sa && sets_all(values, &r.values))
+            .max_by_key(|(_, r)| settings(&r.values))
+        else {
+            errors.push(format!(
+                "{what}: no recording for ServiceAccount {sa} applies to values {values}"
+            ));
+            continue;
+        };
+        if find(objs, "ServiceAccount", Some(ns), sa).is_none() {
+            errors.push(format!("{what}: no ServiceAccount {sa}"));
+            continue;
+        }
+        let g = grants(objs, ns, sa);
+        for call in &rec.calls {
+            if !g.iter().any(|g| grant_allows(g, call)) {
+                errors.push(format!(
+                    "{what}: no rule lets ServiceAccount {sa} {call} (recorded in {}/{file}): add one",
+                    rbac::DIR
+                ));
+            }
+        }
+        for grant in &g {
+            let names = strs(&grant.rule["resourceNames"]);
+            let names: Vec<Option<&str>> = if names.is_empty() {
+                vec![None]
+            } else {
+                names.into_iter().map(Some).collect()
+            };
+            for group in strs(&grant.rule["apiGroups"]) {
+                for resource in strs(&grant.rule["resources"]) {
+                    for verb in strs(&grant.rule["verbs"]) {
+                        for object in &names {
+                            let used = rec.calls.iter().any(|c| {
+                                c.group == group
+                                    && c.resource == resource
+                                    && c.verb == verb
+                                    && object.is_none_or(|n| c.name == n)
+                                    && grant.scope.is_none_or(|s| c.namespace == s)
+                            });
+                            if !used {
+                                let object = object.map(|n| format!(" {n:?}")).unwrap_or_default();
+                                let scope = grant.scope.unwrap_or("any namespace");
+                                let group = if group.is_empty() { "core" } else { group };
+                                errors.push(format!(
+                                    "{what}: {}: nothing ServiceAccount {sa} does uses `{verb} {group}/{resource}{object}` in {scope} \
+                                     (recorded in {}/{file}): remove it, or record the call that needs it",
+                                    grant.origin,
+                                    rbac::DIR
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    errors
+}
+
+#[test]
+fn the_rbac_allows_exactly_the_recorded_calls() {
+    let recordings = rbac::load_all();
+    let accounts: BTreeSet<&str> = recordings
+        .iter()
+        .map(|(_, r)| r.service_account.as_str())
+        .collect();
+    assert!(
+        accounts.contains("toolgate-operator") && accounts.contains("toolgate-gateway"),
+        "{accounts:?}"
+    );
+    let mut errors = Vec::new();
+    if let Some(kubectl) = tools::kubectl() {
+        let objs = yaml_docs(&kustomize_base(&kubectl));
+        errors.extend(check_recorded(
+            &objs,
+            NS,
+            &json!({}),
+            &recordings,
+            "deploy/default",
+        ));
+    }
+    if let Some(python) = tools::deploy_python() {
+        let mut renders: Vec<&Value> = Vec::new();
+        for (_, r) in &recordings {
+            if !renders.contains(&&r.values) {
+                renders.push(&r.values);
+            }
+        }
+        for values in renders {
+            let objs = yaml_docs(&render_chart(&python, values));
+            let what = format!("the chart with values {values}");
+            errors.extend(check_recorded(&objs, NS, values, &recordings, &what));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+/// The check above can fail both ways: a call no rule allows, and a rule
+/// no call uses, each named in the message.
+#[test]
+fn the_rbac_check_names_a_call_without_a_rule_and_a_rule_without_a_call() {
+    let objs: Vec<Value> = [
+        "deploy/default/operator.yaml",
+        "deploy/default/gateway.yaml",
+    ]
+    .iter()
+    .flat_map(|f| yaml_docs(&read(f)))
+    .collect();
+    let recordings = rbac::load_all();
+    assert!(
+        check_recorded(&objs, NS, &json!({}), &recordings, "base").is_empty(),
+        "the base and the recordings agree"
+    );
+
+    let mut more = recordings.clone();
+    let (_, gateway) = more
+        .iter_mut()
+        .find(|(_, r)| r.service_account == "toolgate-gateway" && r.values == json!({}))
+        .expect("the gateway's recording");
+    gateway.calls.insert(Call {
+        verb: "get".into(),
+        group: "".into(),
+        resource: "secrets".into(),
+        namespace: NS.into(),
+        name: "".into(),
+    });
+    let errors = check_recorded(&objs, NS, &json!({}), &more, "base");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains(
+            "no rule lets ServiceAccount toolgate-gateway get core/secrets in namespace toolgate-system"
+        ),
+        "{errors:?}"
+    );
+
+    let mut fewer = recordings.clone();
+    let (_, operator) = fewer
+        .iter_mut()
+        .find(|(_, r)| r.service_account == "toolgate-operator" && r.values == json!({}))
+        .expect("the operator's recording");
+    operator
+        .calls
+        .retain(|c| !(c.resource == "leases" && c.verb == "update"));
+    let errors = check_recorded(&objs, NS, &json!({}), &fewer, "base");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].contains("Role toolgate-operator-publish rule")
+            && errors[0].contains(
+                "nothing ServiceAccount toolgate-operator does uses `update coordination.k8s.io/leases \"toolgate-operator\"` in toolgate-system"
+            ),
+        "{errors:?}"
+    );
 }
 
 #[test]
@@ -913,7 +1107,8 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
 
     let options = json!({
         "operator": {"watchNamespace": "apps", "replicas": 1,
-                     "uninstallHook": {"activeDeadlineSeconds": 100}},
+                     "uninstallHook": {"activeDeadlineSeconds": 100},
+                     "secrets": {"access": "namespaces", "namespaces": ["apps", "team-b"]}},
         "gateway": {"autoscaling": {"enabled": true}, "networkPolicy": {"enabled": true},
                     "extraAllowedHosts": ["mcp.internal"]},
         "ingress": {"enabled": true, "host": "mcp.example.com", "tlsSecretName": "mcp-tls"},
@@ -929,6 +1124,21 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
             .any(|o| o["kind"] == "ClusterRole" || o["kind"] == "ClusterRoleBinding"),
         "one watched namespace: no cluster-wide RBAC"
     );
+    // Secrets only where granted: the flag, and a Role and RoleBinding in
+    // each granting namespace; no Secret rule in the watch Role.
+    let op_args =
+        strs(&deployment(&objs, "operator")["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        op_args.contains(&"--secret-namespaces=apps,team-b"),
+        "{op_args:?}"
+    );
+    let g = grants(&objs, NS, "toolgate-operator");
+    for ns in ["apps", "team-b"] {
+        assert!(allowed(&g, Some(ns), "", "secrets", "watch", None), "{ns}");
+        let role = find(&objs, "Role", Some(ns), "toolgate-operator-secrets").expect("the grant");
+        assert_eq!(role["rules"].as_array().map(Vec::len), Some(1), "{ns}");
+    }
+    assert!(!allowed(&g, Some("team-c"), "", "secrets", "get", None));
     let ing = objs
         .iter()
         .find(|o| o["kind"] == "Ingress")

@@ -73,6 +73,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         page_size: gateway::server::DEFAULT_PAGE_SIZE,
         poll_interval_ms: 250,
         session_key_file: None,
+        session_key_grace_seconds: gateway::session::DEFAULT_KEY_GRACE.as_secs(),
         max_request_body_bytes: gateway::intake::DEFAULT_MAX_REQUEST_BODY_BYTES,
         max_sessions: gateway::session::DEFAULT_MAX_SESSIONS,
         session_idle_timeout_seconds: gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs(),

@@ -81,9 +81,14 @@ pub struct ServeArgs {
     /// File holding the key (at least 32 bytes) that signs session ids.
     /// Give every replica the same key (a Secret) so any replica accepts
     /// any session; without it each process makes its own key and its
-    /// sessions end with it.
+    /// sessions end with it. Followed as it appears or changes (no restart).
     #[arg(long, env = "TOOLGATE_SESSION_KEY_FILE")]
     pub session_key_file: Option<PathBuf>,
+    /// Seconds session ids signed with the key the file replaced (or with
+    /// this process's own key, before the file appeared) stay valid after
+    /// the key changes; 0 ends them at once (after a leaked key).
+    #[arg(long, env = "TOOLGATE_SESSION_KEY_GRACE_SECONDS", default_value_t = gateway::session::DEFAULT_KEY_GRACE.as_secs())]
+    pub session_key_grace_seconds: u64,
     /// Largest MCP request body in bytes; a larger one is answered 413
     /// without being read.
     #[arg(long, env = "TOOLGATE_MAX_REQUEST_BODY_BYTES", default_value_t = gateway::intake::DEFAULT_MAX_REQUEST_BODY_BYTES)]
@@ -97,7 +102,8 @@ pub struct ServeArgs {
     /// comes back); 0 keeps sessions until DELETE.
     #[arg(long, env = "TOOLGATE_SESSION_IDLE_TIMEOUT_SECONDS", default_value_t = gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs())]
     pub session_idle_timeout_seconds: u64,
-    /// Catalog file poll interval in milliseconds.
+    /// Poll interval of the catalog file and the session key file, in
+    /// milliseconds.
     #[arg(long, default_value_t = 250)]
     pub poll_interval_ms: u64,
     /// Bytes of upstream response bodies held at once, over all calls; a
@@ -148,6 +154,11 @@ pub async fn run_with(
     let store = CatalogStore::new(config, overrides);
     let cancel = CancellationToken::new();
     let mut reporter = None;
+    // The catalog file and the session key file are polled alike.
+    let poll = WatchOptions {
+        interval: Duration::from_millis(args.poll_interval_ms.max(10)),
+        ..WatchOptions::default()
+    };
 
     if args.kube {
         gateway::upstream::install_crypto_provider();
@@ -191,14 +202,10 @@ pub async fn run_with(
         if let Err(e) = store.install_file(path) {
             tracing::error!(error = %e, "catalog not loaded; not ready until the file becomes valid");
         }
-        let opts = WatchOptions {
-            interval: Duration::from_millis(args.poll_interval_ms.max(10)),
-            ..WatchOptions::default()
-        };
         tokio::spawn(watch_file(
             store.clone(),
             path.clone(),
-            opts,
+            poll,
             cancel.child_token(),
         ));
     }
@@ -211,13 +218,16 @@ pub async fn run_with(
         args.allowed_hosts.clone()
     };
     let session_key = match &args.session_key_file {
-        // A Secret mounted as optional leaves no file until it exists:
-        // serve (sessions per process) rather than crash-loop.
-        Some(p) if !p.exists() => {
-            tracing::warn!(path = %p.display(), "session key file not found: sessions are valid on this process only");
-            gateway::session::SessionKey::random()
+        Some(path) => {
+            let (key, follow) = gateway::session::follow_key_file(
+                path.clone(),
+                Duration::from_secs(args.session_key_grace_seconds),
+                poll,
+                cancel.child_token(),
+            )?;
+            tokio::spawn(follow);
+            key
         }
-        Some(p) => gateway::session::SessionKey::from_file(p).map_err(anyhow::Error::msg)?,
         None => {
             tracing::info!("no --session-key-file: sessions are valid on this process only");
             gateway::session::SessionKey::random()

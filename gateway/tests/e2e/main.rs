@@ -32,5 +32,7 @@ mod product;
 mod reload;
 /// Two `toolgate serve` replicas behind a round-robin proxy.
 mod replicas;
+/// The session key file: picked up when it appears, rotated with a grace.
+mod session_key;
 /// jq request, response and error transforms at runtime.
 mod transform;

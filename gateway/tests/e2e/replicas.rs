@@ -322,7 +322,7 @@ async fn shift(proxy: &Proxy) {
 }
 
 /// A raw tools/list with `session`, straight to `base` (`/mcp`).
-async fn raw_list(base: &str, session: &str) -> u16 {
+pub(crate) async fn raw_list(base: &str, session: &str) -> u16 {
     raw_list_at(&format!("{base}/mcp"), session).await
 }
 

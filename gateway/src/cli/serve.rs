@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use gateway::config::GatewayConfig;
 use gateway::kubernetes::{watch_published, KubeOptions};
+use gateway::ops::ShutdownTiming;
 use gateway::reload::{watch_file, CatalogStore, WatchOptions};
 use gateway::snapshot::Overrides;
 use gateway::{AppState, EdgeOptions};
@@ -72,9 +73,16 @@ pub struct ServeArgs {
     /// Accepted Origin header value (repeatable), e.g. https://app.example.com:443.
     #[arg(long = "allowed-origin")]
     pub allowed_origins: Vec<String>,
-    /// Seconds in-flight calls get to finish after SIGTERM.
+    /// Seconds in-flight calls get to finish after SIGTERM (after the
+    /// shutdown delay).
     #[arg(long, default_value_t = 10.0)]
     pub grace_period_seconds: f64,
+    /// Seconds the gateway keeps serving after SIGTERM, with /readyz
+    /// failing, before it stops accepting: the time load balancers need to
+    /// stop sending it requests. Default: 5 with --kube, else 0. A second
+    /// SIGTERM or Ctrl-C skips the wait.
+    #[arg(long, env = "TOOLGATE_SHUTDOWN_DELAY_SECONDS")]
+    pub shutdown_delay_seconds: Option<f64>,
     /// tools/list page size.
     #[arg(long, default_value_t = gateway::server::DEFAULT_PAGE_SIZE)]
     pub page_size: usize,
@@ -131,6 +139,17 @@ pub async fn run_with(
     if args.max_request_body_bytes == 0 {
         bail!("--max-request-body-bytes must be at least 1");
     }
+    let timing = ShutdownTiming {
+        drain_delay: seconds(
+            "--shutdown-delay-seconds",
+            args.shutdown_delay_seconds.unwrap_or(if args.kube {
+                DEFAULT_KUBE_SHUTDOWN_DELAY
+            } else {
+                0.0
+            }),
+        )?,
+        grace: seconds("--grace-period-seconds", args.grace_period_seconds)?,
+    };
     let (budget, source) = match args.max_response_memory_bytes {
         Some(0) => bail!("--max-response-memory-bytes must be at least 1"),
         Some(n) => (n, "--max-response-memory-bytes"),
@@ -251,6 +270,9 @@ pub async fn run_with(
     let listener = gateway::ops::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
+    // Before the "serving" line: a SIGTERM from then on is a shutdown
+    // signal, not the default (an exit without draining).
+    let signals = gateway::ops::shutdown_signals();
     let snap = store.load();
     tracing::info!(
         listen = %local,
@@ -259,19 +281,8 @@ pub async fn run_with(
         "toolgate serving MCP at http://{local}/mcp"
     );
     on_listening(local);
-    if !(args.grace_period_seconds.is_finite() && args.grace_period_seconds >= 0.0) {
-        bail!("--grace-period-seconds must be a non-negative number");
-    }
-    let grace = Duration::from_secs_f64(args.grace_period_seconds);
     let stop = cancel.clone();
-    gateway::ops::serve(
-        listener,
-        state,
-        cancel,
-        gateway::ops::shutdown_signal(),
-        grace,
-    )
-    .await?;
+    gateway::ops::serve(listener, state, cancel, signals, timing).await?;
     stop.cancel();
     if let Some(reporter) = reporter {
         // Withdraw the served report so the operator stops counting us.
@@ -279,6 +290,17 @@ pub async fn run_with(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `--shutdown-delay-seconds` with `--kube`: the endpoints of a
+/// terminating pod reach kube-proxy and the ingress controllers within a
+/// second or two of the SIGTERM, and within the readiness probe's period
+/// times its failure threshold where they go by readiness alone.
+const DEFAULT_KUBE_SHUTDOWN_DELAY: f64 = 5.0;
+
+fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
 }
 
 fn replica_id(given: Option<String>) -> String {

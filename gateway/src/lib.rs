@@ -22,6 +22,9 @@
 //! published by the operator, watched and hot-swapped. [`session`] makes
 //! session ids any replica accepts.
 //!
+//! [`file_watch`] follows files that change under the gateway (the
+//! catalog of `--catalog`, the session key).
+//!
 //! [`config`] is the gateway config file: base URLs, credentials
 //! references, limits. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
@@ -31,6 +34,7 @@ pub mod call;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod file_watch;
 pub mod intake;
 pub mod kubernetes;
 pub mod ops;

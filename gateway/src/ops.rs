@@ -4,12 +4,17 @@
 //! [`app`] builds the whole router from an [`AppState`], so HTTP-edge
 //! behaviour is testable with `tower::ServiceExt::oneshot` and no socket.
 //!
-//! Shutdown ([`serve`]): on the shutdown signal the listener stops
-//! accepting, running tool calls get up to the grace period to finish, then
-//! the MCP sessions and streams are cancelled (an open SSE stream would
-//! otherwise keep a connection, and the process, alive) and the server
-//! exits.
+//! Shutdown ([`serve`]): on the shutdown signal `/readyz` starts failing
+//! but the server keeps accepting and serving for the drain delay, so the
+//! load balancers in front (kube-proxy, the ingress), which learn of the
+//! terminating pod only after the kubelet has signalled it, stop sending
+//! it requests before it stops taking them; a second signal ends the
+//! delay early. Then the listener stops accepting, running tool calls get
+//! up to the grace period to finish, then the MCP sessions and streams are
+//! cancelled (an open SSE stream would otherwise keep a connection, and
+//! the process, alive) and the server exits.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +23,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
+use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -36,6 +42,8 @@ pub struct AppState {
     mcp_config: Arc<StreamableHttpServerConfig>,
     session_key: SessionKey,
     sessions: SessionSettings,
+    /// Set by [`serve`] at the shutdown signal: `/readyz` then fails.
+    draining: Arc<AtomicBool>,
 }
 
 /// Settings of the HTTP edge.
@@ -118,6 +126,7 @@ impl AppState {
             mcp_config: cfg,
             session_key: opts.session_key.clone(),
             sessions: opts.sessions.clone(),
+            draining: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -153,7 +162,33 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.mcp_config.max_request_body_bytes,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.draining.clone(),
+            close_when_draining,
+        ))
         .with_state(state)
+}
+
+/// While draining, HTTP/1 responses close their connection. A client that
+/// reaches the pod through the Service's virtual IP keeps its kept-alive
+/// connection to this pod whatever the endpoints say; closed after a
+/// response (which the client sees), its next request opens a connection
+/// to a pod that stays, instead of racing the close at the end of the
+/// drain. (HTTP/2 has no such header.)
+async fn close_when_draining(
+    State(draining): State<Arc<AtomicBool>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let http1 = req.version() < http::Version::HTTP_2;
+    let mut res = next.run(req).await;
+    if http1 && draining.load(Ordering::Relaxed) {
+        res.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+    res
 }
 
 async fn root(State(state): State<AppState>, req: Request) -> Response {
@@ -196,6 +231,13 @@ async fn healthz() -> &'static str {
 /// Open to any Host: kubelet probes name the pod's IP. A Host the MCP
 /// endpoints would refuse gets the verdict alone, not what is served.
 async fn readyz(State(state): State<AppState>, req: Request) -> Response {
+    if state.draining.load(Ordering::Relaxed) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ready": false, "reason": "shutting down"})),
+        )
+            .into_response();
+    }
     let snap = state.shared.store.load();
     let detail = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config).is_ok();
     let status = if snap.loaded {
@@ -248,16 +290,28 @@ pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListen
     socket.listen(LISTEN_BACKLOG)
 }
 
-/// Serves `state` on `listener` until `shutdown` resolves, then drains as
-/// described in the module docs.
+/// How [`serve`] stops after the shutdown signal.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShutdownTiming {
+    /// Keeps serving this long, with `/readyz` failing, before it stops
+    /// accepting (a second signal ends it early).
+    pub drain_delay: Duration,
+    /// Then in-flight tool calls get this long to finish.
+    pub grace: Duration,
+}
+
+/// Serves `state` on `listener` until the first item of `signals`, then
+/// drains as described in the module docs; a second item during the drain
+/// delay ends it.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: AppState,
     cancel: CancellationToken,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    grace: Duration,
+    signals: impl Stream<Item = ()> + Send,
+    timing: ShutdownTiming,
 ) -> std::io::Result<()> {
     let shared = state.shared.clone();
+    let draining = state.draining.clone();
     let stop_accepting = CancellationToken::new();
     let stop = stop_accepting.clone();
     // Nagle's algorithm holds a response's second small write (rmcp sends
@@ -274,7 +328,25 @@ pub async fn serve(
         stop.cancelled().await;
     });
     let mut server = tokio::spawn(async move { server.await });
-    shutdown.await;
+    let mut signals = std::pin::pin!(signals);
+    // A stream that ends without a signal stops the server too.
+    let _ = signals.next().await;
+    draining.store(true, Ordering::Relaxed);
+    if !timing.drain_delay.is_zero() {
+        tracing::info!(
+            drain_delay_seconds = timing.drain_delay.as_secs_f64(),
+            in_flight = shared.in_flight(),
+            "shutting down: /readyz fails from now on; still serving until load balancers \
+             stop sending requests here (signal again to skip the wait)"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(timing.drain_delay) => {}
+            Some(()) = signals.next() => {
+                tracing::info!("second shutdown signal: not waiting out the drain delay");
+            }
+        }
+    }
+    let grace = timing.grace;
     tracing::info!(
         in_flight = shared.in_flight(),
         "shutting down: no new connections; draining tool calls"
@@ -309,24 +381,27 @@ pub async fn serve(
 /// Time given to results of drained calls to reach their clients.
 const FLUSH: Duration = Duration::from_millis(500);
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// One item per SIGTERM or SIGINT (Ctrl-C), for [`serve`]: the first
+/// starts the shutdown, a second one skips the drain delay.
+pub fn shutdown_signals() -> impl Stream<Item = ()> + Send {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
+    {
+        use tokio::signal::unix::{signal, Signal, SignalKind};
+        // NB: a signal whose handler cannot be installed never arrives;
+        // the process then stops on the other one, or by the default
+        // action.
+        fn each(kind: SignalKind) -> impl Stream<Item = ()> + Send {
+            futures::stream::unfold(signal(kind).ok(), |s: Option<Signal>| async move {
+                match s {
+                    Some(mut s) => s.recv().await.map(|()| ((), Some(s))),
+                    None => std::future::pending().await,
+                }
+            })
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+        futures::stream::select(each(SignalKind::terminate()), each(SignalKind::interrupt()))
     }
+    #[cfg(not(unix))]
+    futures::stream::unfold((), |()| async {
+        tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
+    })
 }

@@ -12,26 +12,22 @@
 //! error is logged with the upstream, tool and field, the previous snapshot
 //! keeps serving, and the watcher retries when the file changes again.
 //!
-//! **Watching.** The file is polled: its metadata every interval, its
-//! content hash when the metadata changed (and every few seconds anyway).
-//! `std::fs::read` follows symlinks, so a Kubernetes ConfigMap volume —
-//! where the file is a symlink through `..data`, swapped atomically on
-//! update — is handled like any other write. A change is loaded once it has
-//! been stable for the debounce period, so a half-written file is not
-//! parsed.
+//! **Watching.** [`watch_file`] follows the file with
+//! [`crate::file_watch`]: polled, debounced, and following Kubernetes'
+//! `..data` symlink swaps.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use catalog::Catalog;
-use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::GatewayConfig;
+pub use crate::file_watch::WatchOptions;
+use crate::file_watch::{FileChange, FileWatch};
 use crate::snapshot::{Overrides, Provenance, RuntimeCache, Snapshot, SnapshotError};
 
 /// What a reload changed, by tool name.
@@ -290,101 +286,44 @@ pub fn parse_catalog(bytes: &[u8]) -> Result<Catalog, String> {
     Ok(catalog)
 }
 
-/// How the catalog file is polled.
-#[derive(Debug, Clone, Copy)]
-pub struct WatchOptions {
-    pub interval: Duration,
-    /// A change must be stable this long before it is loaded.
-    pub debounce: Duration,
-    /// Content is re-hashed at least this often even when metadata looks
-    /// unchanged (some volume drivers keep mtimes).
-    pub rehash_every: Duration,
-}
-
-impl Default for WatchOptions {
-    fn default() -> Self {
-        WatchOptions {
-            interval: Duration::from_millis(250),
-            debounce: Duration::from_millis(200),
-            rehash_every: Duration::from_secs(5),
-        }
-    }
-}
-
-/// Polls `path` until `shutdown`, installing each new stable content.
-/// The file's content at start is assumed already installed (or failed).
+/// Polls `path` until `shutdown`, installing each new stable content
+/// ([`crate::file_watch`]). The file's content at start is assumed
+/// already installed (or failed).
 pub async fn watch_file(
     store: Arc<CatalogStore>,
     path: PathBuf,
     opts: WatchOptions,
     shutdown: CancellationToken,
 ) {
-    let mut seen_meta = meta(&path);
-    let mut seen_hash = content_hash(&path);
-    let mut last_hash_at = Instant::now();
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(opts.interval) => {}
-        }
-        let m = meta(&path);
-        if m == seen_meta && last_hash_at.elapsed() < opts.rehash_every {
-            continue;
-        }
-        seen_meta = m;
-        last_hash_at = Instant::now();
-        let Some(h) = content_hash(&path) else {
-            continue;
-        };
-        if Some(h) == seen_hash {
-            continue;
-        }
-        // Debounce: wait until the content stops changing.
-        let mut current = h;
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(opts.debounce) => {}
+    let watch = FileWatch::from_now(path.clone(), opts);
+    watch
+        .run(shutdown, |change| {
+            let store = store.clone();
+            let path = path.clone();
+            async move {
+                match change {
+                    FileChange::Content(bytes) => {
+                        // Building compiles every schema: keep it off the
+                        // async workers.
+                        let result =
+                            tokio::task::spawn_blocking(move || store.install_bytes(&path, &bytes))
+                                .await;
+                        match result {
+                            Ok(Ok(_)) => {}
+                            Ok(Err(e)) => {
+                                tracing::error!(error = %e, "catalog not loaded; the previous catalog keeps serving and the file will be loaded when it becomes valid")
+                            }
+                            Err(e) => tracing::error!(error = %e, "catalog load aborted"),
+                        }
+                    }
+                    FileChange::Gone => {
+                        tracing::warn!(path = %path.display(), "catalog file removed; the loaded catalog keeps serving")
+                    }
+                    FileChange::Unreadable(e) => {
+                        tracing::error!(path = %path.display(), error = %e, "cannot read the catalog file; the loaded catalog keeps serving")
+                    }
+                }
             }
-            match content_hash(&path) {
-                Some(again) if again == current => break,
-                Some(again) => current = again,
-                None => break,
-            }
-        }
-        seen_meta = meta(&path);
-        let Ok(bytes) = std::fs::read(&path) else {
-            continue;
-        };
-        seen_hash = Some(sha(&bytes));
-        let store = store.clone();
-        let p = path.clone();
-        // Building compiles every schema: keep it off the async workers.
-        let result = tokio::task::spawn_blocking(move || store.install_bytes(&p, &bytes)).await;
-        match result {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "catalog not loaded; the previous catalog keeps serving and the file will be loaded when it becomes valid")
-            }
-            Err(e) => tracing::error!(error = %e, "catalog load aborted"),
-        }
-    }
-}
-
-/// (len, mtime, inode of the resolved target): cheap change detection.
-fn meta(path: &Path) -> Option<(u64, Option<std::time::SystemTime>, u64)> {
-    let m = std::fs::metadata(path).ok()?;
-    #[cfg(unix)]
-    let ino = std::os::unix::fs::MetadataExt::ino(&m);
-    #[cfg(not(unix))]
-    let ino = 0;
-    Some((m.len(), m.modified().ok(), ino))
-}
-
-fn content_hash(path: &Path) -> Option<[u8; 32]> {
-    std::fs::read(path).ok().map(|b| sha(&b))
-}
-
-fn sha(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
+        })
+        .await;
 }

@@ -18,20 +18,20 @@
 //! Sessions are bounded per replica ([`SessionLimit`]) and closed after
 //! [`DEFAULT_SESSION_IDLE_TIMEOUT`] without traffic; a closed session's
 //! client is brought back by the restore above when it returns.
+//!
+//! The key ([`SessionKey`], module `key`) follows `--session-key-file` as
+//! it appears or changes, and accepts the key it replaced for a while.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 use futures::Stream;
 use rmcp::model::{
-    ClientCapabilities, ClientJsonRpcMessage, ClientNotification, GetExtensions, Implementation,
-    InitializeRequestParams, InitializedNotification, JsonRpcMessage, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, GetExtensions, InitializeRequestParams,
+    InitializedNotification, JsonRpcMessage, ServerJsonRpcMessage,
 };
-use rmcp::transport::common::server_side_http::session_id as random_id;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
 };
@@ -40,154 +40,14 @@ use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
 use rmcp::transport::WorkerTransport;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Payloads above this are trimmed (client info, then capabilities) so the
-/// id stays a modest header.
-const MAX_PARAMS_BYTES: usize = 2048;
+mod key;
+
+pub use key::{follow_key_file, KeyError, SessionKey, DEFAULT_KEY_GRACE};
+
 /// Ids of sessions closed with DELETE that this replica remembers.
 const CLOSED_MEMORY: usize = 10_000;
-const VERSION: &str = "v1";
-
-/// The HMAC key shared by the replicas.
-#[derive(Clone)]
-pub struct SessionKey(Arc<[u8]>);
-
-impl std::fmt::Debug for SessionKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SessionKey(..)")
-    }
-}
-
-impl SessionKey {
-    /// Minimum key length in bytes.
-    pub const MIN_LEN: usize = 32;
-
-    pub fn new(bytes: &[u8]) -> Result<Self, String> {
-        if bytes.len() < Self::MIN_LEN {
-            return Err(format!(
-                "session key is {} bytes; at least {} are required",
-                bytes.len(),
-                Self::MIN_LEN
-            ));
-        }
-        Ok(SessionKey(Arc::from(bytes)))
-    }
-
-    /// A key of this process only: sessions then work on this replica alone.
-    pub fn random() -> Self {
-        // uuid v4 (122 random bits each, from the OS generator); three of
-        // them hashed give a full-strength key without another dependency.
-        let mut h = Sha256::new();
-        for _ in 0..3 {
-            h.update(random_id().as_bytes());
-        }
-        SessionKey(Arc::from(&h.finalize()[..]))
-    }
-
-    /// Reads a key file (a mounted Secret); surrounding whitespace is
-    /// ignored so `echo`-made files work.
-    pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| format!("cannot read session key file {}: {e}", path.display()))?;
-        let trimmed = bytes.trim_ascii();
-        Self::new(trimmed).map_err(|e| format!("{}: {e}", path.display()))
-    }
-
-    fn mac(&self, data: &[u8]) -> [u8; 32] {
-        hmac_sha256(&self.0, data)
-    }
-
-    /// A new session id for `scope`, carrying `params`.
-    pub fn issue(&self, scope: Option<&str>, params: Option<InitializeRequestParams>) -> String {
-        let payload = Payload {
-            nonce: random_id().to_string(),
-            scope: scope.map(str::to_string),
-            params: params.map(shrink),
-        };
-        let json = serde_json::to_vec(&payload).unwrap_or_default();
-        let body = URL_SAFE_NO_PAD.encode(json);
-        let mac = URL_SAFE_NO_PAD.encode(self.mac(signed_part(&body).as_bytes()));
-        format!("{VERSION}.{body}.{mac}")
-    }
-
-    /// The `initialize` parameters of a session id issued for `scope` with
-    /// this key; `None` for anything else (forged, other endpoint, other
-    /// key, ids issued without parameters).
-    pub fn open(&self, scope: Option<&str>, id: &str) -> Option<InitializeRequestParams> {
-        let mut parts = id.split('.');
-        let (Some(VERSION), Some(body), Some(mac), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return None;
-        };
-        let mac = URL_SAFE_NO_PAD.decode(mac).ok()?;
-        if !constant_time_eq(&mac, &self.mac(signed_part(body).as_bytes())) {
-            return None;
-        }
-        let payload: Payload = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(body).ok()?).ok()?;
-        if payload.scope.as_deref() != scope {
-            return None;
-        }
-        payload.params
-    }
-}
-
-fn signed_part(body: &str) -> String {
-    format!("toolgate-session.{VERSION}.{body}")
-}
-
-#[derive(Serialize, Deserialize)]
-struct Payload {
-    #[serde(rename = "n")]
-    nonce: String,
-    #[serde(rename = "s", default)]
-    scope: Option<String>,
-    #[serde(rename = "p", default)]
-    params: Option<InitializeRequestParams>,
-}
-
-fn shrink(mut p: InitializeRequestParams) -> InitializeRequestParams {
-    let size = |p: &InitializeRequestParams| serde_json::to_vec(p).map_or(usize::MAX, |v| v.len());
-    p.meta = None;
-    if size(&p) > MAX_PARAMS_BYTES {
-        p.client_info = Implementation::new(
-            truncate(&p.client_info.name, 128),
-            truncate(&p.client_info.version, 64),
-        );
-    }
-    if size(&p) > MAX_PARAMS_BYTES {
-        p.capabilities = ClientCapabilities::default();
-    }
-    p
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    s.chars().take(max).collect()
-}
-
-fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut k = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Sha256::new();
-    inner.update(k.map(|b| b ^ 0x36));
-    inner.update(data);
-    let mut outer = Sha256::new();
-    outer.update(k.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
 
 tokio::task_local! {
     /// What the intake learnt about the request being handled.
@@ -590,65 +450,5 @@ impl SessionStore for SignedIdStore {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn params() -> InitializeRequestParams {
-        let mut p = InitializeRequestParams::new(
-            ClientCapabilities::default(),
-            Implementation::new("c", "1"),
-        );
-        p.protocol_version = rmcp::model::ProtocolVersion::V_2025_06_18;
-        p
-    }
-
-    #[test]
-    fn hmac_matches_rfc_4231_case_2() {
-        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
-        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(
-            hex,
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
-        );
-    }
-
-    #[test]
-    fn ids_open_only_with_the_same_key_and_scope() {
-        let k = SessionKey::new(&[7u8; 32]).unwrap();
-        let id = k.issue(Some("pets"), Some(params()));
-        assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)));
-        let p = k.open(Some("pets"), &id).expect("opens");
-        assert_eq!(
-            p.protocol_version,
-            rmcp::model::ProtocolVersion::V_2025_06_18
-        );
-        assert!(k.open(None, &id).is_none(), "another endpoint");
-        assert!(SessionKey::new(&[8u8; 32])
-            .unwrap()
-            .open(Some("pets"), &id)
-            .is_none());
-        let mut forged = id.clone();
-        forged.insert(5, 'x');
-        assert!(k.open(Some("pets"), &forged).is_none());
-        assert_ne!(id, k.issue(Some("pets"), Some(params())), "nonce differs");
-    }
-
-    #[test]
-    fn short_keys_are_refused() {
-        assert!(SessionKey::new(b"short").is_err());
-    }
-
-    #[test]
-    fn large_client_info_is_trimmed() {
-        let mut p = params();
-        p.client_info = Implementation::new("n".repeat(5000), "1");
-        let k = SessionKey::random();
-        let id = k.issue(None, Some(p));
-        assert!(id.len() < 4 * MAX_PARAMS_BYTES, "{}", id.len());
-        assert_eq!(k.open(None, &id).unwrap().client_info.name.len(), 128);
     }
 }

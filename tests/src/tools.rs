@@ -1,6 +1,7 @@
 //! External programs some tests drive: `kubectl`, the Python that has
-//! Helm's SDK and the Kubernetes schemas (`tests/deploy/venv.sh`), and
-//! Node.js with the Gateway API schemas it installs beside them.
+//! Helm's SDK and the Kubernetes schemas (`tests/deploy/venv.sh`),
+//! Node.js with the Gateway API schemas it installs beside them, and
+//! `nginx` (the reverse proxy of the gateway's rolling-restart test).
 //!
 //! A test that cannot find one must not pass by doing nothing. Under CI
 //! (`CI=true`, which `.ci/run` exports; `CI=1` too) a missing tool fails
@@ -24,6 +25,22 @@ pub fn kubectl() -> Option<PathBuf> {
         found,
         "kubectl",
         "install it (Debian: apt-get install kubernetes-client) or set KUBECTL to its path",
+    )
+}
+
+/// `nginx`: `$NGINX` (a path, or a name looked up on `PATH`), else `nginx`
+/// on `PATH`, else Debian's `/usr/sbin/nginx` (not on a non-root `PATH`).
+pub fn nginx() -> Option<PathBuf> {
+    let name = std::env::var_os("NGINX").filter(|v| !v.is_empty());
+    let found = match name {
+        Some(n) => executable(&n),
+        None => executable(OsStr::new("nginx"))
+            .or_else(|| Some(PathBuf::from("/usr/sbin/nginx")).filter(|p| is_executable(p))),
+    };
+    required(
+        found,
+        "nginx",
+        "install it (Debian: apt-get install nginx) or set NGINX to its path",
     )
 }
 

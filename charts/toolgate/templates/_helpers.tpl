@@ -88,3 +88,13 @@ Service's DNS names, loopback (kubectl port-forward), and any extra. */}}
 - {{ . | quote }}
 {{- end -}}
 {{- end -}}
+
+{{/* host:port to listen on: `listenHost` (an IPv6 address gets brackets)
+and the port given. */}}
+{{- define "toolgate.listenAddress" -}}
+{{- $host := .root.Values.listenHost -}}
+{{- if and (contains ":" $host) (not (hasPrefix "[" $host)) -}}
+{{- $host = printf "[%s]" $host -}}
+{{- end -}}
+{{- printf "%s:%v" $host .port -}}
+{{- end -}}

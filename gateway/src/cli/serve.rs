@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use gateway::config::GatewayConfig;
 use gateway::kubernetes::{watch_published, KubeOptions};
+use gateway::ops::ShutdownTiming;
 use gateway::reload::{watch_file, CatalogStore, WatchOptions};
 use gateway::snapshot::Overrides;
 use gateway::{AppState, EdgeOptions};
@@ -73,18 +74,30 @@ pub struct ServeArgs {
     /// Accepted Origin header value (repeatable), e.g. https://app.example.com:443.
     #[arg(long = "allowed-origin")]
     pub allowed_origins: Vec<String>,
-    /// Seconds in-flight calls get to finish after SIGTERM.
+    /// Seconds in-flight calls get to finish after SIGTERM (after the
+    /// shutdown delay).
     #[arg(long, default_value_t = 10.0)]
     pub grace_period_seconds: f64,
+    /// Seconds the gateway keeps serving after SIGTERM, with /readyz
+    /// failing, before it stops accepting: the time load balancers need to
+    /// stop sending it requests. Default: 5 with --kube, else 0. A second
+    /// SIGTERM or Ctrl-C skips the wait.
+    #[arg(long, env = "TOOLGATE_SHUTDOWN_DELAY_SECONDS")]
+    pub shutdown_delay_seconds: Option<f64>,
     /// tools/list page size.
     #[arg(long, default_value_t = gateway::server::DEFAULT_PAGE_SIZE)]
     pub page_size: usize,
     /// File holding the key (at least 32 bytes) that signs session ids.
     /// Give every replica the same key (a Secret) so any replica accepts
     /// any session; without it each process makes its own key and its
-    /// sessions end with it.
+    /// sessions end with it. Followed as it appears or changes (no restart).
     #[arg(long, env = "TOOLGATE_SESSION_KEY_FILE")]
     pub session_key_file: Option<PathBuf>,
+    /// Seconds session ids signed with the key the file replaced (or with
+    /// this process's own key, before the file appeared) stay valid after
+    /// the key changes; 0 ends them at once (after a leaked key).
+    #[arg(long, env = "TOOLGATE_SESSION_KEY_GRACE_SECONDS", default_value_t = gateway::session::DEFAULT_KEY_GRACE.as_secs())]
+    pub session_key_grace_seconds: u64,
     /// Largest MCP request body in bytes; a larger one is answered 413
     /// without being read.
     #[arg(long, env = "TOOLGATE_MAX_REQUEST_BODY_BYTES", default_value_t = gateway::intake::DEFAULT_MAX_REQUEST_BODY_BYTES)]
@@ -98,7 +111,8 @@ pub struct ServeArgs {
     /// comes back); 0 keeps sessions until DELETE.
     #[arg(long, env = "TOOLGATE_SESSION_IDLE_TIMEOUT_SECONDS", default_value_t = gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs())]
     pub session_idle_timeout_seconds: u64,
-    /// Catalog file poll interval in milliseconds.
+    /// Poll interval of the catalog file and the session key file, in
+    /// milliseconds.
     #[arg(long, default_value_t = 250)]
     pub poll_interval_ms: u64,
     /// Bytes of upstream response bodies held at once, over all calls; a
@@ -126,6 +140,17 @@ pub async fn run_with(
     if args.max_request_body_bytes == 0 {
         bail!("--max-request-body-bytes must be at least 1");
     }
+    let timing = ShutdownTiming {
+        drain_delay: seconds(
+            "--shutdown-delay-seconds",
+            args.shutdown_delay_seconds.unwrap_or(if args.kube {
+                DEFAULT_KUBE_SHUTDOWN_DELAY
+            } else {
+                0.0
+            }),
+        )?,
+        grace: seconds("--grace-period-seconds", args.grace_period_seconds)?,
+    };
     let (budget, source) = match args.max_response_memory_bytes {
         Some(0) => bail!("--max-response-memory-bytes must be at least 1"),
         Some(n) => (n, "--max-response-memory-bytes"),
@@ -149,6 +174,11 @@ pub async fn run_with(
     let store = CatalogStore::new(config, overrides);
     let cancel = CancellationToken::new();
     let mut reporter = None;
+    // The catalog file and the session key file are polled alike.
+    let poll = WatchOptions {
+        interval: Duration::from_millis(args.poll_interval_ms.max(10)),
+        ..WatchOptions::default()
+    };
 
     if args.kube {
         gateway::upstream::install_crypto_provider();
@@ -192,14 +222,10 @@ pub async fn run_with(
         if let Err(e) = store.install_file(path) {
             tracing::error!(error = %e, "catalog not loaded; not ready until the file becomes valid");
         }
-        let opts = WatchOptions {
-            interval: Duration::from_millis(args.poll_interval_ms.max(10)),
-            ..WatchOptions::default()
-        };
         tokio::spawn(watch_file(
             store.clone(),
             path.clone(),
-            opts,
+            poll,
             cancel.child_token(),
         ));
     }
@@ -212,13 +238,16 @@ pub async fn run_with(
         args.allowed_hosts.clone()
     };
     let session_key = match &args.session_key_file {
-        // A Secret mounted as optional leaves no file until it exists:
-        // serve (sessions per process) rather than crash-loop.
-        Some(p) if !p.exists() => {
-            tracing::warn!(path = %p.display(), "session key file not found: sessions are valid on this process only");
-            gateway::session::SessionKey::random()
+        Some(path) => {
+            let (key, follow) = gateway::session::follow_key_file(
+                path.clone(),
+                Duration::from_secs(args.session_key_grace_seconds),
+                poll,
+                cancel.child_token(),
+            )?;
+            tokio::spawn(follow);
+            key
         }
-        Some(p) => gateway::session::SessionKey::from_file(p).map_err(anyhow::Error::msg)?,
         None => {
             tracing::info!("no --session-key-file: sessions are valid on this process only");
             gateway::session::SessionKey::random()
@@ -242,6 +271,9 @@ pub async fn run_with(
     let listener = gateway::ops::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
+    // Before the "serving" line: a SIGTERM from then on is a shutdown
+    // signal, not the default (an exit without draining).
+    let signals = gateway::ops::shutdown_signals();
     let snap = store.load();
     tracing::info!(
         listen = %local,
@@ -250,19 +282,8 @@ pub async fn run_with(
         "toolgate serving MCP at http://{local}/mcp"
     );
     on_listening(local);
-    if !(args.grace_period_seconds.is_finite() && args.grace_period_seconds >= 0.0) {
-        bail!("--grace-period-seconds must be a non-negative number");
-    }
-    let grace = Duration::from_secs_f64(args.grace_period_seconds);
     let stop = cancel.clone();
-    gateway::ops::serve(
-        listener,
-        state,
-        cancel,
-        gateway::ops::shutdown_signal(),
-        grace,
-    )
-    .await?;
+    gateway::ops::serve(listener, state, cancel, signals, timing).await?;
     stop.cancel();
     if let Some(reporter) = reporter {
         // Withdraw the served report so the operator stops counting us.
@@ -270,6 +291,17 @@ pub async fn run_with(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// `--shutdown-delay-seconds` with `--kube`: the endpoints of a
+/// terminating pod reach kube-proxy and the ingress controllers within a
+/// second or two of the SIGTERM, and within the readiness probe's period
+/// times its failure threshold where they go by readiness alone.
+const DEFAULT_KUBE_SHUTDOWN_DELAY: f64 = 5.0;
+
+fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| anyhow::anyhow!("{flag} must be a non-negative number of seconds"))
 }
 
 fn replica_id(given: Option<String>) -> String {

@@ -32,5 +32,9 @@ mod product;
 mod reload;
 /// Two `toolgate serve` replicas behind a round-robin proxy.
 mod replicas;
+/// A rolling restart behind nginx: the shutdown delay.
+mod rollout;
+/// The session key file: picked up when it appears, rotated with a grace.
+mod session_key;
 /// jq request, response and error transforms at runtime.
 mod transform;

@@ -108,6 +108,10 @@ impl Product {
                 self.dir.join("session-key").to_str().expect("utf-8 path"),
                 "--grace-period-seconds",
                 "5",
+                // The proxy drops a replica before its SIGTERM (rollout.rs
+                // covers the drain).
+                "--shutdown-delay-seconds",
+                "0",
             ],
             &[
                 ("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path")),

@@ -149,13 +149,23 @@ impl Drop for Served {
 
 impl Served {
     /// SIGTERM, then waits for a clean exit (as the kubelet stops a pod).
-    pub(crate) async fn terminate(mut self) {
+    pub(crate) async fn terminate(self) {
+        self.sigterm();
+        self.exited().await;
+    }
+
+    /// Sends SIGTERM.
+    pub(crate) fn sigterm(&self) {
         let pid = self.child.id().to_string();
         assert!(Command::new("kill")
             .args(["-TERM", &pid])
             .status()
             .expect("kill runs")
             .success());
+    }
+
+    /// Waits for a clean exit.
+    pub(crate) async fn exited(mut self) {
         let exited = tokio::time::timeout(Duration::from_secs(30), async {
             loop {
                 if let Ok(Some(s)) = self.child.try_wait() {
@@ -223,19 +233,24 @@ pub(crate) fn tempdir(name: &str) -> PathBuf {
     d
 }
 
-/// Publishes `bytes` the way the kubelet updates a ConfigMap volume: a new
-/// timestamped directory, then an atomic rename of the `..data` symlink.
 fn configmap_publish(dir: &Path, n: usize, bytes: &[u8]) {
+    kubelet_publish(dir, n, "catalog.json", bytes);
+}
+
+/// Publishes `bytes` as `dir/name` the way the kubelet updates a ConfigMap
+/// or Secret volume: a new timestamped directory, then an atomic rename of
+/// the `..data` symlink; `name` links through `..data`.
+pub(crate) fn kubelet_publish(dir: &Path, n: usize, name: &str, bytes: &[u8]) {
     let ts = dir.join(format!("..v{n}"));
     std::fs::create_dir_all(&ts).unwrap();
-    std::fs::write(ts.join("catalog.json"), bytes).unwrap();
+    std::fs::write(ts.join(name), bytes).unwrap();
     let tmp = dir.join("..data_tmp");
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(format!("..v{n}"), &tmp).unwrap();
     std::fs::rename(&tmp, dir.join("..data")).unwrap();
-    let link = dir.join("catalog.json");
+    let link = dir.join(name);
     if std::fs::symlink_metadata(&link).is_err() {
-        std::os::unix::fs::symlink("..data/catalog.json", &link).unwrap();
+        std::os::unix::fs::symlink(format!("..data/{name}"), &link).unwrap();
     }
 }
 

@@ -259,8 +259,11 @@ pub async fn start_gateway_with(
         listener,
         state,
         cancel.clone(),
-        async move { c.cancelled().await },
-        Duration::from_secs(5),
+        futures::stream::once(async move { c.cancelled().await }),
+        gateway::ops::ShutdownTiming {
+            drain_delay: Duration::ZERO,
+            grace: Duration::from_secs(5),
+        },
     ));
     Gateway { url, store, cancel }
 }

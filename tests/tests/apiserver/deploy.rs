@@ -266,6 +266,7 @@ const GATEWAY_SERVE_FLAGS: &[&str] = &[
     "--allowed-host",
     "--allowed-origin",
     "--grace-period-seconds",
+    "--shutdown-delay-seconds",
     "--page-size",
     "--config",
 ];
@@ -511,6 +512,65 @@ fn check_pod_hardening(d: &Value) {
     }
 }
 
+/// The shutdown arithmetic of the gateway's pod: unready before the
+/// shutdown delay is over, and not killed before delay and grace period.
+fn check_drain(pod: &Value, c: &Value, args: &[String]) {
+    let seconds = |flag: &str| -> f64 {
+        let v = flag_values(args, flag);
+        v.first()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{flag} is set: {args:?}"))
+    };
+    let delay = seconds("--shutdown-delay-seconds");
+    let grace = seconds("--grace-period-seconds");
+    assert!(
+        delay > 0.0,
+        "a rollout drains: --shutdown-delay-seconds {delay}"
+    );
+    let termination = pod["terminationGracePeriodSeconds"].as_f64().unwrap();
+    assert!(
+        termination > delay + grace,
+        "terminationGracePeriodSeconds {termination} <= delay {delay} + grace {grace}"
+    );
+    let probe = &c["readinessProbe"];
+    let unready = probe["periodSeconds"].as_f64().unwrap_or(10.0)
+        * probe["failureThreshold"].as_f64().unwrap_or(3.0);
+    assert!(
+        unready < delay,
+        "readiness fails after {unready} s, not within the {delay} s delay"
+    );
+}
+
+/// The session key: a file from an optional Secret volume, so the first
+/// install serves before the Secret exists (the gateway picks it up later).
+fn check_session_key(pod: &Value, c: &Value) -> String {
+    let file = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "TOOLGATE_SESSION_KEY_FILE")
+        .and_then(|e| e["value"].as_str())
+        .expect("TOOLGATE_SESSION_KEY_FILE");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| {
+            m["mountPath"]
+                .as_str()
+                .is_some_and(|p| file.starts_with(&format!("{p}/")))
+        })
+        .unwrap_or_else(|| panic!("no volume mounted over {file}"));
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the session key volume");
+    assert_eq!(volume["secret"]["optional"], true, "{volume}");
+    volume["secret"]["secretName"].as_str().unwrap().to_string()
+}
+
 fn env_from_field<'a>(c: &'a Value, var: &str) -> Option<&'a str> {
     c["env"].as_array()?.iter().find(|e| e["name"] == var)?["valueFrom"]["fieldRef"]["fieldPath"]
         .as_str()
@@ -634,8 +694,19 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
         &flags("toolgate", "serve", GATEWAY_SERVE_FLAGS),
     );
     assert!(args.contains(&"--kube".to_string()), "{args:?}");
-    assert_eq!(flag_values(&args, "--listen"), ["0.0.0.0:8080"]);
+    let listen = flag_values(&args, "--listen");
+    let host = listen
+        .first()
+        .and_then(|l| l.strip_suffix(":8080"))
+        .unwrap_or_else(|| panic!("--listen on port 8080: {listen:?}"));
+    let op_args = strs(&op["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        op_args.contains(&format!("--health-addr={host}:8081").as_str()),
+        "the operator listens where the gateway does ({host}): {op_args:?}"
+    );
     let c = &pod["containers"][0];
+    check_drain(pod, c, &args);
+    check_session_key(pod, c);
     assert_eq!(
         env_from_field(c, "POD_NAMESPACE"),
         Some("metadata.namespace")
@@ -1062,6 +1133,14 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
     let objs = yaml_docs(&default);
     check_install(&objs, NS, None);
     check_uninstall_hook(&objs, NS, None);
+    let gw_args =
+        strs(&deployment(&objs, "gateway")["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(
+        gw_args
+            .windows(2)
+            .any(|w| w == ["--listen", "0.0.0.0:8080"]),
+        "IPv4 by default: {gw_args:?}"
+    );
     assert!(
         !objs.iter().any(|o| o["kind"] == "Ingress"),
         "no Ingress unless enabled"
@@ -1106,11 +1185,14 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
     );
 
     let options = json!({
+        "listenHost": "::",
         "operator": {"watchNamespace": "apps", "replicas": 1,
                      "uninstallHook": {"activeDeadlineSeconds": 100},
                      "secrets": {"access": "namespaces", "namespaces": ["apps", "team-b"]}},
         "gateway": {"autoscaling": {"enabled": true}, "networkPolicy": {"enabled": true},
-                    "extraAllowedHosts": ["mcp.internal"]},
+                    "extraAllowedHosts": ["mcp.internal"],
+                    "shutdownDelaySeconds": 15,
+                    "sessionKey": {"existingSecret": "mcp-session-key", "graceSeconds": 0}},
         "ingress": {"enabled": true, "host": "mcp.example.com", "tlsSecretName": "mcp-tls"},
     });
     let all = render_chart(&python, &options);
@@ -1153,8 +1235,36 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
         gw["spec"].get("replicas").is_none(),
         "the HPA owns replicas"
     );
-    let args = strs(&gw["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let pod = &gw["spec"]["template"]["spec"];
+    let args = strs(&pod["containers"][0]["args"]);
     assert!(args.contains(&"mcp.internal"), "{args:?}");
+    assert!(
+        args.windows(2).any(|w| w == ["--listen", "[::]:8080"]),
+        "listenHost \"::\" (IPv6-only clusters): {args:?}"
+    );
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--shutdown-delay-seconds", "15"]),
+        "{args:?}"
+    );
+    // A Secret made out of band (GitOps: `helm template` cannot keep a
+    // generated key): mounted, and none generated.
+    assert_eq!(
+        check_session_key(pod, &pod["containers"][0]),
+        "mcp-session-key"
+    );
+    assert!(
+        !objs.iter().any(|o| o["kind"] == "Secret"),
+        "existingSecret: no generated key"
+    );
+    assert!(
+        pod["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "TOOLGATE_SESSION_KEY_GRACE_SECONDS" && e["value"] == "0"),
+        "sessionKey.graceSeconds"
+    );
     let hpa = objs
         .iter()
         .find(|o| o["kind"] == "HorizontalPodAutoscaler")

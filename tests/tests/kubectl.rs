@@ -508,3 +508,102 @@ async fn the_readmes_finalizer_patch_lets_stuck_upstreams_go() {
     let theirs = get("team-b", "theirs").await.expect("untouched");
     assert_eq!(theirs.metadata.finalizers.unwrap(), ["example.com/keep"]);
 }
+
+/// The README's shell block of step `marker` of the install, without its
+/// `rollout status` waits (no kubelet or Deployment controller runs here).
+fn readme_install_block(marker: &str) -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let install = readme
+        .split("## Install on Kubernetes")
+        .nth(1)
+        .expect("an install section");
+    let step = install
+        .split(marker)
+        .nth(1)
+        .unwrap_or_else(|| panic!("install step {marker:?} in the README"));
+    let block = step
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .unwrap_or_else(|| panic!("a shell block in install step {marker:?}"));
+    block
+        .lines()
+        .filter(|l| !l.contains(" rollout status "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Install steps 2b (kustomize, with the README's overlay for one's own
+/// images and the session key created first) and 3 (the examples), run as
+/// written against the API server from a checkout-like directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_kustomize_install_applies_in_the_order_written() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
+    let server = ApiServer::start().await.unwrap();
+    let k = Kubectl::new(&server, kubectl.clone());
+    let checkout = tempfile::tempdir().unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::os::unix::fs::symlink(repo.join("deploy"), checkout.path().join("deploy")).unwrap();
+    let path = format!(
+        "{}:{}",
+        kubectl.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for marker in ["**2b.", "**3."] {
+        let script = format!("set -euo pipefail\n{}", readme_install_block(marker));
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(&script)
+            .current_dir(checkout.path())
+            .env("KUBECONFIG", k.config())
+            .env("REGISTRY", "registry.example.com/toolgate")
+            .env("PATH", &path);
+        let out = tokio::task::spawn_blocking(move || cmd.output())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "README install step {marker}:\n{script}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let images = k
+        .ok(&[
+            "-n",
+            "toolgate-system",
+            "get",
+            "deploy",
+            "-o",
+            "jsonpath={.items[*].spec.template.spec.containers[*].image}",
+        ])
+        .await;
+    assert_eq!(
+        images.split_whitespace().collect::<Vec<_>>(),
+        [
+            "registry.example.com/toolgate/toolgate-gateway:0.1.0",
+            "registry.example.com/toolgate/toolgate-operator:0.1.0"
+        ]
+    );
+    let key = k
+        .ok(&[
+            "-n",
+            "toolgate-system",
+            "get",
+            "secret",
+            "toolgate-gateway-session-key",
+            "-o",
+            "jsonpath={.data.key}",
+        ])
+        .await;
+    assert!(key.len() >= 48, "a session key of 48 random bytes: {key}");
+    let upstreams = k.ok(&["get", "mcpu", "-A", "-o", "name"]).await;
+    assert!(
+        upstreams.contains("mcpupstream.toolgate.dev/petstore"),
+        "{upstreams}"
+    );
+}

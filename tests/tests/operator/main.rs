@@ -5,14 +5,12 @@ mod rbac;
 mod support;
 mod uninstall;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use support::*;
 
@@ -271,31 +269,7 @@ async fn the_oldest_upstream_holds_a_prefix_and_the_next_is_promoted() {
 async fn a_spec_in_a_configmap_is_recompiled_when_edited() {
     let w = World::new().await;
     let op = w.operator("operator", false);
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("pets-openapi".into()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            "openapi.yaml".to_string(),
-            PETSTORE.to_string(),
-        )])),
-        ..Default::default()
-    };
-    w.configmaps(NS)
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("cm");
-    w.apply_upstream(
-        NS,
-        "pets",
-        json!({
-            "toolPrefix": "pets",
-            "baseUrl": "http://pets:8080",
-            "openapi": {"configMapRef": {"name": "pets-openapi", "key": "openapi.yaml"}},
-        }),
-    )
-    .await;
+    w.apply_pets_from_configmap(NS).await;
     wait_ready(&w, NS, "pets", "True", "Published").await;
     assert_eq!(w.index().await.entry("pets").map(|e| e.tool_count), Some(3));
 

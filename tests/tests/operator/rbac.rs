@@ -4,14 +4,13 @@
 //! check the chart's and the kustomize base's RBAC against. And Secret
 //! access confined to the namespaces that granted it.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use operator::sources::SecretAccess;
 use serde_json::{json, Value};
 use toolgate_tests::rbac::{calls_of, check_or_record, Recording};
@@ -370,31 +369,7 @@ async fn secret_namespaces_keep_configmaps_and_services_readable_everywhere() {
     let op = w.operator_with(USER, false, |o| {
         o.secret_access = SecretAccess::Namespaces(Default::default());
     });
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("pets-openapi".into()),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            "openapi.yaml".to_string(),
-            PETSTORE.to_string(),
-        )])),
-        ..Default::default()
-    };
-    w.configmaps("team-b")
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("cm");
-    w.apply_upstream(
-        "team-b",
-        "pets",
-        json!({
-            "toolPrefix": "pets",
-            "baseUrl": "http://pets:8080",
-            "openapi": {"configMapRef": {"name": "pets-openapi", "key": "openapi.yaml"}},
-        }),
-    )
-    .await;
+    w.apply_pets_from_configmap("team-b").await;
     wait_ready(&w, "team-b", "pets", "True", "Published").await;
     let secret_reads = w
         .server

@@ -151,6 +151,36 @@ impl World {
         Api::namespaced(self.client.clone(), ns)
     }
 
+    /// Upstream `pets` in `ns`, its document (the pet store) in ConfigMap
+    /// `pets-openapi` there, key `openapi.yaml`.
+    pub async fn apply_pets_from_configmap(&self, ns: &str) -> McpUpstream {
+        let cm = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some("pets-openapi".into()),
+                ..Default::default()
+            },
+            data: Some(std::collections::BTreeMap::from([(
+                "openapi.yaml".to_string(),
+                PETSTORE.to_string(),
+            )])),
+            ..Default::default()
+        };
+        self.configmaps(ns)
+            .create(&PostParams::default(), &cm)
+            .await
+            .expect("create ConfigMap pets-openapi");
+        self.apply_upstream(
+            ns,
+            "pets",
+            json!({
+                "toolPrefix": "pets",
+                "baseUrl": "http://pets:8080",
+                "openapi": {"configMapRef": {"name": "pets-openapi", "key": "openapi.yaml"}},
+            }),
+        )
+        .await
+    }
+
     pub fn configmaps(&self, ns: &str) -> Api<ConfigMap> {
         Api::namespaced(self.client.clone(), ns)
     }

@@ -36,6 +36,7 @@
 //! assert_eq!(upstream.tools[0].input_schema.to_value()["required"][0], "petId");
 //! ```
 
+pub mod access;
 mod compile;
 pub mod error;
 pub mod explain;

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::access::{AccessPolicy, AccessRule, ForwardIdentity, RateLimit};
+
 /// Default cap on an upstream response body.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
 /// Default limit on calls in flight to one upstream; further calls wait
@@ -55,6 +57,16 @@ pub struct UpstreamConfig {
     pub success_status: Option<Vec<u16>>,
     /// Default [`DEFAULT_ERROR_STATUS`].
     pub error_status: Option<Vec<u16>>,
+    /// Who may see and call this upstream's tools. `None`: the gateway's
+    /// default (every authenticated caller, unless it says deny).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access: Option<AccessPolicy>,
+    /// Calls per caller per second, per replica.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+    /// Sends the verified caller's subject in a header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward_identity: Option<ForwardIdentity>,
 }
 
 /// What to do when a success response does not match its schema.

@@ -10,14 +10,20 @@ use std::time::Instant;
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
+use crate::inbound::CallContext;
 use crate::request;
 use crate::response::{self, error_text};
 use crate::snapshot::ToolEntry;
 use crate::upstream::StatusClass;
 use crate::validate;
 
-/// Runs `tool` with `arguments`.
-pub async fn call(tool: &ToolEntry, arguments: Option<JsonObject>) -> CallToolResult {
+/// Runs `tool` with `arguments` for the caller `ctx` describes.
+pub async fn call(
+    tool: &ToolEntry,
+    arguments: Option<JsonObject>,
+    ctx: &CallContext,
+) -> CallToolResult {
+    let _ = ctx;
     let started = Instant::now();
     let name = tool.def.name.as_str();
     let instance = Value::Object(arguments.unwrap_or_default());

@@ -35,6 +35,7 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod file_watch;
+pub mod inbound;
 pub mod intake;
 pub mod kubernetes;
 pub mod ops;

@@ -28,6 +28,7 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::inbound::Inbound;
 use crate::intake::{check_host_and_origin, McpEndpoint};
 use crate::reload::CatalogStore;
 use crate::server::{mcp_service, ScopedServices, SessionSettings, Shared};
@@ -44,6 +45,7 @@ pub struct AppState {
     sessions: SessionSettings,
     /// Set by [`serve`] at the shutdown signal: `/readyz` then fails.
     draining: Arc<AtomicBool>,
+    inbound: Arc<Inbound>,
 }
 
 /// Settings of the HTTP edge.
@@ -65,6 +67,8 @@ pub struct EdgeOptions {
     pub max_request_body_bytes: usize,
     /// Session cap and idle expiry of this replica.
     pub sessions: SessionSettings,
+    /// Inbound authentication of the MCP endpoints; open by default.
+    pub inbound: Arc<Inbound>,
 }
 
 impl Default for EdgeOptions {
@@ -78,6 +82,7 @@ impl Default for EdgeOptions {
             session_key: SessionKey::random(),
             max_request_body_bytes: crate::intake::DEFAULT_MAX_REQUEST_BODY_BYTES,
             sessions: SessionSettings::default(),
+            inbound: Inbound::open(),
         }
     }
 }
@@ -127,6 +132,7 @@ impl AppState {
             session_key: opts.session_key.clone(),
             sessions: opts.sessions.clone(),
             draining: Arc::new(AtomicBool::new(false)),
+            inbound: opts.inbound.clone(),
         }
     }
 }
@@ -191,18 +197,27 @@ async fn close_when_draining(
     res
 }
 
-async fn root(State(state): State<AppState>, req: Request) -> Response {
+async fn root(State(state): State<AppState>, mut req: Request) -> Response {
+    if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
+        return r;
+    }
+    if let Err(r) = state.inbound.admit(&mut req).await {
+        return r;
+    }
     crate::intake::serve(&state.root, req).await
 }
 
 async fn scoped(
     State(state): State<AppState>,
     Path(prefix): Path<String>,
-    req: Request,
+    mut req: Request,
 ) -> Response {
-    // NB: before the prefix lookup, so a rebinding page cannot probe which
-    // prefixes exist either.
+    // NB: before the prefix lookup, so neither a rebinding page nor an
+    // unauthenticated client can probe which prefixes exist.
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
+        return r;
+    }
+    if let Err(r) = state.inbound.admit(&mut req).await {
         return r;
     }
     if !state.shared.store.load().has_prefix(&prefix) {
@@ -324,7 +339,10 @@ pub async fn serve(
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
-    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+    // The peer address reaches handlers as `ConnectInfo` (per-caller
+    // limits of unauthenticated callers).
+    let make = app(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    let server = axum::serve(listener, make).with_graceful_shutdown(async move {
         stop.cancelled().await;
     });
     let mut server = tokio::spawn(async move { server.await });

@@ -260,6 +260,7 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let call_ctx = crate::inbound::caller_of(&context);
         // One snapshot for the whole call: a reload never splits it.
         let snapshot = self.shared.store.load();
         let Some(tool) = snapshot
@@ -272,7 +273,7 @@ impl ServerHandler for McpHandler {
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlight(&self.shared);
         let result = tokio::select! {
-            r = crate::call::call(&tool, request.arguments) => r,
+            r = crate::call::call(&tool, request.arguments, &call_ctx) => r,
             _ = context.ct.cancelled() => crate::response::error_text("call cancelled by the client"),
         };
         Ok(result.into())

@@ -90,3 +90,14 @@ pub struct Principal {
     /// Every claim of the token (an API key has none).
     pub claims: serde_json::Map<String, serde_json::Value>,
 }
+
+/// Access to an upstream whose config has no `access` policy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DefaultAccess {
+    /// Every caller the gateway admitted.
+    #[default]
+    Allow,
+    /// Nobody: each upstream must grant access itself.
+    Deny,
+}

@@ -69,6 +69,8 @@ pub struct EdgeOptions {
     pub sessions: SessionSettings,
     /// Inbound authentication of the MCP endpoints; open by default.
     pub inbound: Arc<Inbound>,
+    /// Access to upstreams without an `access` policy.
+    pub default_access: catalog::access::DefaultAccess,
 }
 
 impl Default for EdgeOptions {
@@ -83,6 +85,7 @@ impl Default for EdgeOptions {
             max_request_body_bytes: crate::intake::DEFAULT_MAX_REQUEST_BODY_BYTES,
             sessions: SessionSettings::default(),
             inbound: Inbound::open(),
+            default_access: Default::default(),
         }
     }
 }

@@ -10,6 +10,8 @@
 //! With no method configured every request is admitted without a caller
 //! (open mode, today's behaviour; logged as a warning at start-up).
 
+pub mod config;
+
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

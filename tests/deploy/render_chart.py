@@ -26,6 +26,7 @@ BASE_FILES = {
     "operator.yaml": ["operator-rbac.yaml", "operator-deployment.yaml"],
     "gateway.yaml": [
         "gateway-rbac.yaml",
+        "gateway-config.yaml",
         "gateway-deployment.yaml",
         "gateway-service.yaml",
         "gateway-pdb.yaml",

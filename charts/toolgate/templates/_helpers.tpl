@@ -98,3 +98,52 @@ and the port given. */}}
 {{- end -}}
 {{- printf "%s:%v" $host .port -}}
 {{- end -}}
+
+{{/* Whether any inbound authentication method is configured. */}}
+{{- define "toolgate.gateway.authEnabled" -}}
+{{- $in := .Values.gateway.inbound -}}
+{{- if or $in.jwt $in.apiKeys.existingSecret $in.introspection.url -}}true{{- end -}}
+{{- end -}}
+
+{{/* The gateway's public MCP URL (RFC 9728 resource): the value, else
+from the Ingress host or the first HTTPRoute hostname. */}}
+{{- define "toolgate.gateway.resource" -}}
+{{- $in := .Values.gateway.inbound -}}
+{{- if $in.resource -}}
+{{- $in.resource -}}
+{{- else if and .Values.ingress.enabled .Values.ingress.host -}}
+{{- printf "%s://%s/mcp" (ternary "https" "http" (not (empty .Values.ingress.tlsSecretName))) .Values.ingress.host -}}
+{{- else if and .Values.gatewayApi.enabled .Values.gatewayApi.hostnames -}}
+{{- printf "https://%s/mcp" (first .Values.gatewayApi.hostnames) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The gateway config file: the `inbound:` section. Secrets appear as
+the paths they are mounted at, never as values. */}}
+{{- define "toolgate.gateway.config" -}}
+{{- $in := .Values.gateway.inbound -}}
+{{- if include "toolgate.gateway.authEnabled" . -}}
+{{- $resource := include "toolgate.gateway.resource" . -}}
+{{- if not $resource -}}
+{{- fail "gateway.inbound.resource is required with inbound authentication (the gateway's public MCP URL, e.g. https://mcp.example.com/mcp): no ingress.host or gatewayApi hostname to derive it from" -}}
+{{- end -}}
+{{- if and $in.introspection.url (not $in.introspection.clientSecret.existingSecret) -}}
+{{- fail "gateway.inbound.introspection.clientSecret.existingSecret is required with gateway.inbound.introspection.url" -}}
+{{- end -}}
+{{- $cfg := dict "resource" $resource "leewaySeconds" (int $in.leewaySeconds) "defaultAccess" $in.defaultAccess -}}
+{{- with $in.jwt }}{{ $_ := set $cfg "jwt" . }}{{ end -}}
+{{- with $in.claims }}{{ $_ := set $cfg "claims" . }}{{ end -}}
+{{- with $in.scopesSupported }}{{ $_ := set $cfg "scopesSupported" . }}{{ end -}}
+{{- if $in.apiKeys.existingSecret -}}
+{{- $_ := set $cfg "apiKeys" (dict "file" (printf "/var/run/toolgate/api-keys/%s" $in.apiKeys.key)) -}}
+{{- end -}}
+{{- if $in.introspection.url -}}
+{{- $_ := set $cfg "introspection" (dict "url" $in.introspection.url "clientId" $in.introspection.clientId "clientSecret" (dict "file" (printf "/var/run/toolgate/introspection/%s" $in.introspection.clientSecret.key)) "cacheTtlSeconds" (int $in.introspection.cacheTtlSeconds)) -}}
+{{- end -}}
+{{- toYaml (dict "inbound" $cfg) -}}
+{{- else -}}
+# No inbound authentication: the MCP endpoints are open (gateway.inbound).
+inbound:
+  defaultAccess: {{ $in.defaultAccess }}
+{{- end -}}
+{{- end -}}

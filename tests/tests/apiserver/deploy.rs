@@ -1422,3 +1422,108 @@ fn the_charts_httproute_validates_against_the_gateway_api_schema() {
         render_chart_refused(&python, &bad);
     }
 }
+
+/// `gateway.inbound` reaches the gateway as its config file (a ConfigMap
+/// passed with `--config`) and Secrets mounted as files at exactly the
+/// paths that file names; without a method the file says the endpoints are
+/// open, and a method without a public URL to point clients at is refused.
+#[test]
+fn the_charts_inbound_settings_reach_the_gateway_as_a_file_and_secret_files() {
+    let Some(python) = tools::deploy_python() else {
+        return;
+    };
+    let gateway_file = |objs: &[Value]| -> Value {
+        let cm = find(objs, "ConfigMap", Some(NS), "toolgate-gateway-config").expect("config");
+        let text = cm["data"]["gateway.yaml"].as_str().expect("gateway.yaml");
+        yaml_serde::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    };
+    let open = yaml_docs(&render_chart(&python, &json!({})));
+    assert_eq!(
+        gateway_file(&open),
+        json!({"inbound": {"defaultAccess": "allow"}})
+    );
+
+    let values = json!({
+        "ingress": {"enabled": true, "host": "mcp.example.com", "tlsSecretName": "mcp-tls"},
+        "gateway": {"inbound": {
+            "jwt": [{"issuer": "https://login.example.com", "audiences": ["toolgate"]}],
+            "scopesSupported": ["pets.read"],
+            "defaultAccess": "deny",
+            "apiKeys": {"existingSecret": "mcp-api-keys"},
+            "introspection": {"url": "https://login.example.com/introspect",
+                              "clientId": "toolgate",
+                              "clientSecret": {"existingSecret": "mcp-introspection"}}}},
+    });
+    let objs = yaml_docs(&render_chart(&python, &values));
+    check_install(&objs, NS, None);
+    let file = gateway_file(&objs);
+    let inbound = &file["inbound"];
+    assert_eq!(inbound["resource"], "https://mcp.example.com/mcp");
+    assert_eq!(inbound["jwt"][0]["issuer"], "https://login.example.com");
+    assert_eq!(inbound["defaultAccess"], "deny");
+    assert_eq!(inbound["scopesSupported"], json!(["pets.read"]));
+    let gw = deployment(&objs, "gateway");
+    let pod = &gw["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    let args = strs(&c["args"]);
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--config", "/etc/toolgate/gateway.yaml"]),
+        "{args:?}"
+    );
+    // Each file the config names lies in a volume of the Secret meant.
+    let mounted_from = |path: &str| -> String {
+        let m = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| path.starts_with(&format!("{}/", m["mountPath"].as_str().unwrap())))
+            .unwrap_or_else(|| panic!("{path} is not mounted"));
+        let v = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .unwrap();
+        v["secret"]["secretName"].as_str().unwrap_or("").to_string()
+    };
+    assert_eq!(
+        mounted_from(inbound["apiKeys"]["file"].as_str().unwrap()),
+        "mcp-api-keys"
+    );
+    assert_eq!(
+        mounted_from(
+            inbound["introspection"]["clientSecret"]["file"]
+                .as_str()
+                .unwrap()
+        ),
+        "mcp-introspection"
+    );
+    assert_eq!(
+        mounted_from("/etc/toolgate/gateway.yaml"),
+        "",
+        "the config file is the ConfigMap"
+    );
+    // A changed config rolls the pods (it is read at start-up).
+    assert_ne!(
+        pod_annotation(&objs, "checksum/config"),
+        pod_annotation(&open, "checksum/config")
+    );
+
+    let refused = render_chart_refused(
+        &python,
+        &json!({"gateway": {"inbound": {"apiKeys": {"existingSecret": "k"}}}}),
+    );
+    assert!(refused.contains("gateway.inbound.resource"), "{refused}");
+    render_chart_refused(
+        &python,
+        &json!({"gateway": {"inbound": {"jwt": [{"issuer": "https://x", "audiences": []}]}}}),
+    );
+}
+
+fn pod_annotation(objs: &[Value], key: &str) -> String {
+    deployment(objs, "gateway")["spec"]["template"]["metadata"]["annotations"][key]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}

@@ -7,10 +7,10 @@
 //! # async fn demo() {
 //! use toolgate_tests::idp::{Alg, Idp};
 //! let idp = Idp::start().await;
-//! let token = idp.token().sub("alice").aud("toolgate").scope("pets.read").mint();
+//! let token = idp.token().subject("alice").aud("toolgate").scope("pets.read").mint();
 //! let expired = idp.token().aud("toolgate").expired().mint();
 //! let kid = idp.rotate_key(); // the old RSA key leaves the JWKS
-//! let opaque = idp.opaque().sub("bob").scope("pets.read").issue();
+//! let opaque = idp.opaque().subject("bob").scope("pets.read").issue();
 //! idp.revoke(&opaque);
 //! let none = idp.attack_alg_none(&idp.token().aud("toolgate"));
 //! assert_eq!(idp.jwks_fetches(), 0);
@@ -363,7 +363,7 @@ pub struct TokenBuilder {
 }
 
 impl TokenBuilder {
-    pub fn sub(mut self, sub: &str) -> Self {
+    pub fn subject(mut self, sub: &str) -> Self {
         self.sub = Some(sub.into());
         self
     }
@@ -466,7 +466,7 @@ pub struct OpaqueBuilder {
 }
 
 impl OpaqueBuilder {
-    pub fn sub(mut self, sub: &str) -> Self {
+    pub fn subject(mut self, sub: &str) -> Self {
         self.record.sub = sub.into();
         self
     }
@@ -652,7 +652,7 @@ async fn token(State(idp): State<Idp>, headers: HeaderMap, body: Bytes) -> Respo
         return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant");
     };
     let expires_in = 300;
-    let mut builder = idp.token().sub(&sub).exp_in(expires_in);
+    let mut builder = idp.token().subject(&sub).exp_in(expires_in);
     if let Some(aud) = &form.audience {
         builder = builder.aud(aud);
     }
@@ -796,7 +796,7 @@ mod tests {
         assert_eq!(discovered["issuer"], idp.issuer());
         let jwks = get_json(discovered["jwks_uri"].as_str().unwrap()).await;
         for alg in [Alg::Rs256, Alg::Ps256, Alg::Es256, Alg::EdDsa] {
-            let t = idp.token().aud("api").sub("bob").alg(alg).mint();
+            let t = idp.token().aud("api").subject("bob").alg(alg).mint();
             let claims = verify_with(&jwks, &t).unwrap_or_else(|e| panic!("{alg:?}: {e}"));
             assert_eq!(claims["sub"], "bob");
         }
@@ -840,7 +840,7 @@ mod tests {
     #[tokio::test]
     async fn exchange_mints_a_token_for_the_audience_and_refuses_bad_subjects() {
         let idp = Idp::start().await;
-        let subject = idp.token().sub("carol").aud("toolgate").mint();
+        let subject = idp.token().subject("carol").aud("toolgate").mint();
         let body = serde_urlencoded::to_string([
             ("grant_type", TOKEN_EXCHANGE_GRANT),
             ("subject_token", &subject),
@@ -879,7 +879,7 @@ mod tests {
     #[tokio::test]
     async fn introspection_knows_issued_tokens_until_revoked() {
         let idp = Idp::start().await;
-        let t = idp.opaque().sub("dave").scope("a b").issue();
+        let t = idp.opaque().subject("dave").scope("a b").issue();
         let ask = |token: String| {
             let idp = idp.clone();
             async move {

@@ -224,3 +224,55 @@ impl Default for ClaimNames {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(yaml: &str) -> String {
+        let cfg: InboundConfig = yaml_serde::from_str(yaml).unwrap();
+        cfg.validate().unwrap_err().field
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let jwt = "jwt: [{issuer: 'https://idp', audiences: [a]}]";
+        assert_eq!(field_of(jwt), "inbound.resource");
+        let r = "resource: https://mcp.example.com/mcp";
+        assert_eq!(
+            field_of(&format!("{r}\njwt: [{{issuer: 'https://i', audiences: [a]}}, {{issuer: 'https://j', audiences: []}}]")),
+            "inbound.jwt[1].audiences"
+        );
+        assert_eq!(
+            field_of(&format!("{r}\njwt: [{{issuer: idp, audiences: [a]}}]")),
+            "inbound.jwt[0].issuer"
+        );
+        assert_eq!(
+            field_of(&format!(
+                "{r}\njwt: [{{issuer: 'https://i', audiences: [a], jwksUrl: 'ftp://x'}}]"
+            )),
+            "inbound.jwt[0].jwksUrl"
+        );
+        assert_eq!(
+            field_of(&format!("{jwt}\nresource: 'https://x/mcp?a=b'")),
+            "inbound.resource"
+        );
+        assert_eq!(
+            field_of(&format!(
+                "{r}\nintrospection: {{url: nope, clientId: c, clientSecret: {{value: s}}}}"
+            )),
+            "inbound.introspection.url"
+        );
+    }
+
+    #[test]
+    fn no_method_needs_nothing() {
+        let cfg: InboundConfig = yaml_serde::from_str("{}").unwrap();
+        assert!(!cfg.enabled());
+        assert!(cfg.validate().is_ok());
+        assert_eq!(
+            cfg.jwks_min_refetch_seconds,
+            DEFAULT_JWKS_MIN_REFETCH_SECONDS
+        );
+    }
+}

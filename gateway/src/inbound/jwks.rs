@@ -149,7 +149,10 @@ where {
             (go, go)
         };
         if !fetch {
-            return self.found_or(keys, kid, alg, false, None);
+            let failed = state
+                .last_failed
+                .then(|| "the last fetch failed".to_string());
+            return self.found_or(keys, kid, alg, false, failed);
         }
         state.last_attempt = Some(now);
         if refetch {
@@ -211,12 +214,7 @@ where {
             }
         };
         let set: JwksDocument = fetch::get_json(&self.client, &url).await?;
-        Ok(set
-            .keys
-            .iter()
-            .filter_map(|v| usable(v))
-            .take(MAX_KEYS)
-            .collect())
+        Ok(set.keys.iter().filter_map(usable).take(MAX_KEYS).collect())
     }
 
     /// `jwks_uri` of the issuer's OIDC discovery document, whose `issuer`

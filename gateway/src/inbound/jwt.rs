@@ -16,7 +16,6 @@
 //!    and `nbf` (with leeway), all required but `nbf`.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
@@ -246,9 +245,6 @@ fn scope_list(v: &Value) -> BTreeSet<String> {
         _ => BTreeSet::new(),
     }
 }
-
-/// The verifier, shared.
-pub type Shared = Arc<JwtVerifier>;
 
 #[cfg(test)]
 mod tests {

@@ -236,7 +236,7 @@ impl Methods {
             expired: false,
             detail: detail.to_string(),
         };
-        let token = match self.credential(headers).map_err(|d| invalid(d))? {
+        let token = match self.credential(headers).map_err(invalid)? {
             Credential::None => return Err(Failure::Missing),
             Credential::ApiKey(key) => {
                 return self

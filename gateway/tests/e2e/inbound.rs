@@ -232,6 +232,22 @@ async fn an_unknown_kid_makes_one_jwks_refetch_per_interval() {
     assert_eq!(idp.jwks_fetches(), 2, "one refetch for three unknown kids");
 }
 
+/// Keys that cannot be fetched are not the token's fault: 503, and the
+/// retry waits out the refetch interval (no fetch per request).
+#[tokio::test]
+async fn an_unreachable_jwks_answers_503_not_401() {
+    let (idp, up) = (Idp::start().await, TestUpstream::start().await);
+    let yaml = format!(
+        "{}      jwksUrl: http://127.0.0.1:9/jwks\n",
+        jwt_yaml(&idp, "")
+    );
+    let gw = gateway_with(&up, &yaml).await;
+    for _ in 0..2 {
+        let (status, challenge, _) = bearer(&gw, &idp.token().aud(AUDIENCE).mint()).await;
+        assert_eq!((status, challenge), (503, None));
+    }
+}
+
 #[tokio::test]
 async fn a_key_rotated_at_the_idp_is_picked_up_without_restart() {
     let (idp, up) = (Idp::start().await, TestUpstream::start().await);
@@ -240,7 +256,7 @@ async fn a_key_rotated_at_the_idp_is_picked_up_without_restart() {
     let client = connect_with(&format!("{}/mcp", gw.url), &old).await;
     assert!(!names(&client).await.is_empty());
     idp.rotate_key();
-    let new = idp.token().aud(AUDIENCE).sub("bob").mint();
+    let new = idp.token().aud(AUDIENCE).subject("bob").mint();
     let client = connect_with(&format!("{}/mcp", gw.url), &new).await;
     let r = call(&client, "pets__get_pet", json!({"id": "1"})).await;
     assert!(!is_error(&r), "{}", text(&r));
@@ -299,7 +315,7 @@ async fn introspection_decides_opaque_tokens_and_is_cached() {
         dir.join("secret").display()
     );
     let gw = gateway_with(&up, &yaml).await;
-    let token = idp.opaque().sub("dave").scope("pets.read").issue();
+    let token = idp.opaque().subject("dave").scope("pets.read").issue();
     let client = connect_with(&format!("{}/mcp", gw.url), &token).await;
     let r = call(&client, "pets__get_pet", json!({"id": "1"})).await;
     assert!(!is_error(&r), "{}", text(&r));

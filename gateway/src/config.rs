@@ -21,12 +21,37 @@
 //!       token: {file: /var/run/secrets/pets/token}
 //! ```
 //!
-//! Every field has a default; an empty file means "defaults".
+//! Every field has a default; an empty file means "defaults". The file
+//! also holds the gateway's inbound authentication (`inbound:`, see
+//! [`crate::inbound::config`]); [`GatewayFile`] is the whole file.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub use catalog::runtime::*;
+
+use crate::inbound::config::InboundConfig;
+
+/// The whole gateway config file.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct GatewayFile {
+    /// Who may call (authentication of MCP clients).
+    pub inbound: InboundConfig,
+    /// Settings per catalog prefix; `None` when the key is absent (with
+    /// `serve --kube` it must be: the operator publishes them).
+    pub upstreams: Option<BTreeMap<String, UpstreamConfig>>,
+}
+
+impl GatewayFile {
+    /// The upstream part, as the catalog store takes it.
+    pub fn gateway_config(&self) -> GatewayConfig {
+        GatewayConfig {
+            upstreams: self.upstreams.clone().unwrap_or_default(),
+        }
+    }
+}
 
 /// Where `secretKey` references are read from: the operator's credentials
 /// Secret, mounted as a volume (one file per key). A mounted Secret is
@@ -68,22 +93,33 @@ pub struct SecretError {
     pub message: String,
 }
 
-/// Reads a YAML (or JSON) config file.
+/// Reads a YAML (or JSON) config file: its upstream settings.
 pub fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
+    load_file(path).map(|f| f.gateway_config())
+}
+
+/// Reads a YAML (or JSON) config file, whole.
+pub fn load_file(path: &Path) -> Result<GatewayFile, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.display().to_string(),
         source,
     })?;
-    parse(&text).map_err(|message| ConfigError::Parse {
+    parse_file(&text).map_err(|message| ConfigError::Parse {
         path: path.display().to_string(),
         message,
     })
 }
 
-/// Parses YAML (JSON is YAML). Empty text means defaults.
+/// Parses YAML (JSON is YAML): the upstream settings. Empty text means
+/// defaults.
 pub fn parse(text: &str) -> Result<GatewayConfig, String> {
+    parse_file(text).map(|f| f.gateway_config())
+}
+
+/// Parses the whole file. Empty text means defaults.
+pub fn parse_file(text: &str) -> Result<GatewayFile, String> {
     if text.trim().is_empty() {
-        return Ok(GatewayConfig::default());
+        return Ok(GatewayFile::default());
     }
     yaml_serde::from_str(text).map_err(|e| e.to_string())
 }
@@ -158,6 +194,19 @@ upstreams:
             cfg.upstreams["d"].auth,
             AuthConfig::Oauth2ClientCredentials { .. }
         ));
+    }
+
+    #[test]
+    fn inbound_and_upstreams_share_the_file() {
+        let f = parse_file(
+            "inbound:\n  resource: https://mcp.example.com/mcp\n  jwt:\n    - {issuer: 'https://idp', audiences: [toolgate]}\nupstreams:\n  a: {baseUrl: 'http://a'}\n",
+        )
+        .unwrap();
+        assert_eq!(f.inbound.jwt[0].audiences, ["toolgate"]);
+        assert!(f.gateway_config().upstreams.contains_key("a"));
+        assert!(parse_file("inbound: {}\n").unwrap().upstreams.is_none());
+        assert!(parse("inbound: {jwt: []}\n").is_ok());
+        assert!(parse_file("inbound: {jwks: []}\n").is_err());
     }
 
     #[test]

@@ -25,6 +25,9 @@
 //! [`file_watch`] follows files that change under the gateway (the
 //! catalog of `--catalog`, the session key).
 //!
+//! [`inbound`] authenticates MCP clients (JWTs, API keys, introspection)
+//! and answers RFC 9728 metadata.
+//!
 //! [`config`] is the gateway config file: base URLs, credentials
 //! references, limits. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).

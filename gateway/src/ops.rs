@@ -1,5 +1,6 @@
 //! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`, `/healthz`,
-//! `/readyz`, `/status`) and graceful shutdown.
+//! `/readyz`, `/status`, `/.well-known/oauth-protected-resource`) and
+//! graceful shutdown.
 //!
 //! [`app`] builds the whole router from an [`AppState`], so HTTP-edge
 //! behaviour is testable with `tower::ServiceExt::oneshot` and no socket.
@@ -165,6 +166,11 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
+        .route(crate::inbound::metadata::WELL_KNOWN, get(resource_metadata))
+        .route(
+            &format!("{}/{{*resource}}", crate::inbound::metadata::WELL_KNOWN),
+            get(resource_metadata),
+        )
         // No route reads a body but the MCP endpoints, which bound their
         // own (`crate::intake`); this holds any future extractor to the
         // same limit.
@@ -274,9 +280,12 @@ async fn readyz(State(state): State<AppState>, req: Request) -> Response {
 /// What is served: the catalog hash (in Kubernetes mode the published
 /// index's), tools, upstreams and when it loaded. Names no secrets, but
 /// names every prefix: held to the MCP endpoints' Host and Origin rules,
-/// so a DNS-rebinding page cannot read it.
-async fn status(State(state): State<AppState>, req: Request) -> Response {
+/// so a DNS-rebinding page cannot read it, and to their authentication.
+async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
+        return r;
+    }
+    if let Err(r) = state.inbound.admit(&mut req).await {
         return r;
     }
     let snap = state.shared.store.load();
@@ -285,6 +294,20 @@ async fn status(State(state): State<AppState>, req: Request) -> Response {
         o.insert("ready".into(), snap.loaded.into());
     }
     Json(body).into_response()
+}
+
+/// RFC 9728 protected resource metadata, public (it is what a client
+/// without a token reads to learn where to get one); 404 when the gateway
+/// is open.
+async fn resource_metadata(State(state): State<AppState>) -> Response {
+    match state.inbound.metadata() {
+        Some(doc) => (
+            [(http::header::CACHE_CONTROL, "max-age=300")],
+            Json(doc.clone()),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 /// Backlog of the listening socket. `TcpListener::bind` asks for 128,

@@ -6,9 +6,11 @@
 //! is missing. [`rbac`] records the API calls each binary makes, which the
 //! deploy tests check the install's RBAC against; [`uninstall`] lists the
 //! API calls of the operator's `uninstall` subcommand, which two suites
-//! check.
+//! check. [`idp`] is a test identity provider (OIDC discovery, JWKS, token
+//! exchange, introspection) for the gateway's inbound authentication.
 
 pub mod apiserver;
+pub mod idp;
 pub mod rbac;
 pub mod tools;
 pub mod uninstall;

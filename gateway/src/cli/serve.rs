@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use gateway::config::GatewayConfig;
+use gateway::config::GatewayFile;
+use gateway::inbound::{Inbound, InboundRuntime};
 use gateway::kubernetes::{watch_published, KubeOptions};
 use gateway::ops::ShutdownTiming;
 use gateway::reload::{watch_file, CatalogStore, WatchOptions};
@@ -32,7 +33,7 @@ pub struct ServeArgs {
     /// Serve the catalog the operator publishes (ConfigMaps in
     /// --kube-namespace), hot-swapped as it changes. Uses the in-cluster
     /// service account, or KUBECONFIG / ~/.kube/config.
-    #[arg(long, conflicts_with_all = ["catalog", "spec", "config"])]
+    #[arg(long, conflicts_with_all = ["catalog", "spec"])]
     pub kube: bool,
     /// Namespace the operator publishes into; default: the client's
     /// namespace (the pod's own in-cluster).
@@ -64,7 +65,9 @@ pub struct ServeArgs {
     /// Overlays applied to --spec, in order.
     #[arg(long, requires = "spec")]
     pub overlay: Vec<PathBuf>,
-    /// Gateway config (YAML): base URLs, auth, limits per prefix.
+    /// Gateway config (YAML): inbound authentication (`inbound:`), and
+    /// base URLs, auth, limits per prefix (`upstreams:`, not with --kube,
+    /// where the operator publishes them).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Accepted Host header value (repeatable); `*` accepts any. Default:
@@ -162,10 +165,17 @@ pub async fn run_with(
         source,
         "response memory budget"
     );
-    let config = match &args.config {
-        Some(p) => gateway::config::load(p)?,
-        None => GatewayConfig::default(),
+    let file = match &args.config {
+        Some(p) => gateway::config::load_file(p)?,
+        None => GatewayFile::default(),
     };
+    if args.kube && file.upstreams.is_some() {
+        bail!(
+            "--config with --kube: `upstreams` is not allowed (the operator publishes upstream \
+             settings); only `inbound` is read"
+        );
+    }
+    let config = file.gateway_config();
     let mut overrides = Overrides::default();
     if let (Some(prefix), Some(url)) = (&args.prefix, &args.base_url) {
         overrides.base_urls = HashMap::from([(prefix.clone(), url.clone())]);
@@ -253,7 +263,26 @@ pub async fn run_with(
             gateway::session::SessionKey::random()
         }
     };
+    let inbound = Inbound::from_config(
+        &file.inbound,
+        InboundRuntime {
+            cancel: cancel.child_token(),
+            watch: poll,
+        },
+    )
+    .await
+    .context("--config")?;
+    if inbound.enabled() {
+        tracing::info!(?inbound, "inbound authentication on");
+    } else {
+        tracing::warn!(
+            "no inbound authentication configured (`inbound:` in --config): the MCP endpoints \
+             are open to anyone who can reach them"
+        );
+    }
     let edge = EdgeOptions {
+        inbound,
+        default_access: file.inbound.default_access,
         session_key,
         allowed_hosts,
         allowed_origins: args.allowed_origins.clone(),

@@ -29,6 +29,9 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
 /// Default longest time an introspection result is reused.
 pub const DEFAULT_INTROSPECTION_CACHE_SECONDS: u64 = 300;
+/// Default shortest time between two JWKS fetches of one issuer caused by
+/// a token whose `kid` the cached keys lack.
+pub const DEFAULT_JWKS_MIN_REFETCH_SECONDS: u64 = 10;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -49,6 +52,11 @@ pub struct InboundConfig {
     pub scopes_supported: Vec<String>,
     /// Access to upstreams without an `access` policy.
     pub default_access: DefaultAccess,
+    /// Shortest time between two JWKS fetches of one issuer caused by an
+    /// unknown `kid` (a key rotated at the issuer): tokens with made-up
+    /// `kid`s cannot make the gateway hammer the issuer. Default
+    /// [`DEFAULT_JWKS_MIN_REFETCH_SECONDS`].
+    pub jwks_min_refetch_seconds: u64,
 }
 
 impl Default for InboundConfig {
@@ -62,6 +70,7 @@ impl Default for InboundConfig {
             leeway_seconds: DEFAULT_LEEWAY_SECONDS,
             scopes_supported: Vec::new(),
             default_access: DefaultAccess::Allow,
+            jwks_min_refetch_seconds: DEFAULT_JWKS_MIN_REFETCH_SECONDS,
         }
     }
 }
@@ -71,6 +80,93 @@ impl InboundConfig {
     pub fn enabled(&self) -> bool {
         !self.jwt.is_empty() || self.api_keys.is_some() || self.introspection.is_some()
     }
+
+    /// Checks what can be checked without I/O; the error names the field
+    /// (`inbound.jwt[0].audiences`).
+    pub fn validate(&self) -> Result<(), InvalidField> {
+        let bad = |field: String, message: &str| InvalidField {
+            field,
+            message: message.to_string(),
+        };
+        if !self.enabled() {
+            return Ok(());
+        }
+        match &self.resource {
+            None => {
+                return Err(bad(
+                    "inbound.resource".into(),
+                    "required once an authentication method is configured: the gateway's \
+                     public URL, e.g. https://mcp.example.com/mcp",
+                ))
+            }
+            Some(r) => {
+                let u = http_url(r).map_err(|m| bad("inbound.resource".into(), &m))?;
+                if u.query().is_some() || u.fragment().is_some() {
+                    return Err(bad(
+                        "inbound.resource".into(),
+                        "must have no query or fragment (RFC 9728)",
+                    ));
+                }
+            }
+        }
+        for (i, j) in self.jwt.iter().enumerate() {
+            let field = |f: &str| format!("inbound.jwt[{i}].{f}");
+            http_url(&j.issuer).map_err(|m| bad(field("issuer"), &m))?;
+            if j.audiences.is_empty() || j.audiences.iter().any(String::is_empty) {
+                return Err(bad(
+                    field("audiences"),
+                    "must list at least one audience, none empty",
+                ));
+            }
+            if let Some(u) = &j.jwks_url {
+                http_url(u).map_err(|m| bad(field("jwksUrl"), &m))?;
+            }
+            if self.jwt[..i].iter().any(|o| o.issuer == j.issuer) {
+                return Err(bad(field("issuer"), "listed twice"));
+            }
+        }
+        if let Some(k) = &self.api_keys {
+            if k.file.as_os_str().is_empty() {
+                return Err(bad("inbound.apiKeys.file".into(), "must not be empty"));
+            }
+        }
+        if let Some(i) = &self.introspection {
+            http_url(&i.url).map_err(|m| bad("inbound.introspection.url".into(), &m))?;
+            if i.client_id.is_empty() {
+                return Err(bad(
+                    "inbound.introspection.clientId".into(),
+                    "must not be empty",
+                ));
+            }
+        }
+        for (f, v) in [
+            ("subject", &self.claims.subject),
+            ("scopes", &self.claims.scopes),
+            ("groups", &self.claims.groups),
+        ] {
+            if v.is_empty() {
+                return Err(bad(format!("inbound.claims.{f}"), "must not be empty"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A setting that cannot work, named by its path in the config file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct InvalidField {
+    pub field: String,
+    pub message: String,
+}
+
+/// An absolute http(s) URL.
+pub(crate) fn http_url(s: &str) -> Result<reqwest::Url, String> {
+    let u = reqwest::Url::parse(s).map_err(|e| format!("not a URL ({e})"))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
+        return Err("must be an http(s) URL with a host".into());
+    }
+    Ok(u)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,5 +222,57 @@ impl Default for ClaimNames {
             scopes: "scope".into(),
             groups: "groups".into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(yaml: &str) -> String {
+        let cfg: InboundConfig = yaml_serde::from_str(yaml).unwrap();
+        cfg.validate().unwrap_err().field
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let jwt = "jwt: [{issuer: 'https://idp', audiences: [a]}]";
+        assert_eq!(field_of(jwt), "inbound.resource");
+        let r = "resource: https://mcp.example.com/mcp";
+        assert_eq!(
+            field_of(&format!("{r}\njwt: [{{issuer: 'https://i', audiences: [a]}}, {{issuer: 'https://j', audiences: []}}]")),
+            "inbound.jwt[1].audiences"
+        );
+        assert_eq!(
+            field_of(&format!("{r}\njwt: [{{issuer: idp, audiences: [a]}}]")),
+            "inbound.jwt[0].issuer"
+        );
+        assert_eq!(
+            field_of(&format!(
+                "{r}\njwt: [{{issuer: 'https://i', audiences: [a], jwksUrl: 'ftp://x'}}]"
+            )),
+            "inbound.jwt[0].jwksUrl"
+        );
+        assert_eq!(
+            field_of(&format!("{jwt}\nresource: 'https://x/mcp?a=b'")),
+            "inbound.resource"
+        );
+        assert_eq!(
+            field_of(&format!(
+                "{r}\nintrospection: {{url: nope, clientId: c, clientSecret: {{value: s}}}}"
+            )),
+            "inbound.introspection.url"
+        );
+    }
+
+    #[test]
+    fn no_method_needs_nothing() {
+        let cfg: InboundConfig = yaml_serde::from_str("{}").unwrap();
+        assert!(!cfg.enabled());
+        assert!(cfg.validate().is_ok());
+        assert_eq!(
+            cfg.jwks_min_refetch_seconds,
+            DEFAULT_JWKS_MIN_REFETCH_SECONDS
+        );
     }
 }

@@ -18,6 +18,8 @@ mod corpus;
 mod demo;
 /// `/mcp/{prefix}` scoping and the HTTP edge.
 mod edge;
+/// Inbound authentication against the test identity provider.
+mod inbound;
 /// Before rmcp: Host, body limit, JSON-RPC errors, the session cap.
 mod intake;
 /// `serve --kube`: the published catalog in a (fake) cluster.

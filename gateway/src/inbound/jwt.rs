@@ -1,0 +1,299 @@
+//! JWT access tokens of the configured issuers.
+//!
+//! In order, each step before the next, so nothing is fetched or verified
+//! for a token refused earlier:
+//!
+//! 1. The header's `alg` must be one of [`ALLOWED`]: asymmetric only.
+//!    `none` would accept unsigned tokens; HS* would verify with a shared
+//!    secret, and a verifier that takes the public key as that secret
+//!    accepts tokens anyone can sign (key confusion). A `crit` header is
+//!    refused (no extension is understood).
+//! 2. The (unverified) `iss` picks the issuer; an issuer not configured
+//!    makes the token "not ours" (it may go to introspection).
+//! 3. The key: `kid` in the issuer's JWKS ([`super::jwks`]), of a type
+//!    fitting `alg`.
+//! 4. Signature, then `iss`, `aud` (one of the issuer's audiences), `exp`
+//!    and `nbf` (with leeway), all required but `nbf`.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use base64::Engine;
+use catalog::access::Principal;
+use jsonwebtoken::{Algorithm, Validation};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::config::{ClaimNames, JwtIssuer};
+use super::jwks::{self, KeyError, KeySource};
+
+/// Signature algorithms accepted, by their `alg` names.
+pub const ALLOWED: &[(&str, Algorithm)] = &[
+    ("RS256", Algorithm::RS256),
+    ("RS384", Algorithm::RS384),
+    ("RS512", Algorithm::RS512),
+    ("PS256", Algorithm::PS256),
+    ("PS384", Algorithm::PS384),
+    ("PS512", Algorithm::PS512),
+    ("ES256", Algorithm::ES256),
+    ("ES384", Algorithm::ES384),
+    ("EdDSA", Algorithm::EdDSA),
+];
+
+/// One trusted issuer.
+struct Issuer {
+    issuer: String,
+    audiences: Vec<String>,
+    keys: KeySource,
+}
+
+/// Verifies JWTs of the configured issuers.
+pub struct JwtVerifier {
+    issuers: Vec<Issuer>,
+    leeway: u64,
+}
+
+/// The outcome of a token shaped like a JWT.
+pub enum Verdict {
+    Valid(Map<String, Value>),
+    /// Its `iss` is no configured issuer (or it has none).
+    NotOurs,
+    Refused(Refusal),
+}
+
+/// Why a token was refused: for the debug log, never for the client
+/// beyond [`Refusal::expired`].
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("alg {0:?} is not allowed")]
+    Algorithm(String),
+    #[error("the header has crit")]
+    Critical,
+    #[error("{0}")]
+    Key(KeyError),
+    #[error("invalid token: {0}")]
+    Invalid(String),
+    #[error("expired")]
+    Expired,
+}
+
+impl Refusal {
+    pub fn expired(&self) -> bool {
+        matches!(self, Refusal::Expired)
+    }
+
+    /// The issuer's keys could not be had at all: not the token's fault.
+    pub fn unavailable(&self) -> bool {
+        matches!(self, Refusal::Key(KeyError::Unavailable(_)))
+    }
+}
+
+#[derive(Deserialize)]
+struct RawHeader {
+    alg: String,
+    #[serde(default)]
+    kid: Option<String>,
+    #[serde(default)]
+    crit: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct RawIssuer {
+    #[serde(default)]
+    iss: Option<String>,
+}
+
+/// Whether `token` has the shape of a JWS compact serialization: three
+/// base64url parts, the first a JSON object with `alg`.
+pub fn looks_like_jwt(token: &str) -> bool {
+    header(token).is_some()
+}
+
+fn header(token: &str) -> Option<RawHeader> {
+    let mut parts = token.split('.');
+    let (h, _p, _s) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(h)
+        .ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn unverified_issuer(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    serde_json::from_slice::<RawIssuer>(&bytes).ok()?.iss
+}
+
+impl JwtVerifier {
+    pub fn new(
+        issuers: &[JwtIssuer],
+        leeway: u64,
+        min_refetch: Duration,
+        client: reqwest::Client,
+    ) -> Result<Self, super::config::InvalidField> {
+        let mut out = Vec::new();
+        for (i, j) in issuers.iter().enumerate() {
+            let jwks_url = match &j.jwks_url {
+                Some(u) => Some(super::config::http_url(u).map_err(|message| {
+                    super::config::InvalidField {
+                        field: format!("inbound.jwt[{i}].jwksUrl"),
+                        message,
+                    }
+                })?),
+                None => None,
+            };
+            out.push(Issuer {
+                issuer: j.issuer.clone(),
+                audiences: j.audiences.clone(),
+                keys: KeySource::new(j.issuer.clone(), jwks_url, min_refetch, client.clone()),
+            });
+        }
+        Ok(JwtVerifier {
+            issuers: out,
+            leeway,
+        })
+    }
+
+    pub fn issuers(&self) -> impl Iterator<Item = &str> {
+        self.issuers.iter().map(|i| i.issuer.as_str())
+    }
+
+    /// Verifies a token shaped like a JWT (see the module docs).
+    pub async fn verify(&self, token: &str) -> Verdict {
+        let Some(h) = header(token) else {
+            return Verdict::NotOurs;
+        };
+        let Some(issuer) =
+            unverified_issuer(token).and_then(|iss| self.issuers.iter().find(|i| i.issuer == iss))
+        else {
+            return Verdict::NotOurs;
+        };
+        let Some(&(_, alg)) = ALLOWED.iter().find(|(name, _)| *name == h.alg) else {
+            return Verdict::Refused(Refusal::Algorithm(h.alg));
+        };
+        if h.crit.is_some() {
+            return Verdict::Refused(Refusal::Critical);
+        }
+        let keys = match issuer.keys.key(h.kid.as_deref(), alg).await {
+            Ok(k) => k,
+            Err(e) => return Verdict::Refused(Refusal::Key(e)),
+        };
+        let Some(key) = jwks::find(&keys, h.kid.as_deref(), alg) else {
+            return Verdict::Refused(Refusal::Invalid("key vanished".into()));
+        };
+        let mut v = Validation::new(alg);
+        v.leeway = self.leeway;
+        v.validate_nbf = true;
+        v.set_issuer(&[&issuer.issuer]);
+        v.set_audience(&issuer.audiences);
+        v.set_required_spec_claims(&["exp", "iss", "aud"]);
+        match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &v) {
+            Ok(data) => Verdict::Valid(data.claims),
+            Err(e) => Verdict::Refused(match e.kind() {
+                jsonwebtoken::errors::ErrorKind::ExpiredSignature => Refusal::Expired,
+                // NB: serde's messages may quote claim values; the kind
+                // is enough to debug with.
+                jsonwebtoken::errors::ErrorKind::Json(_) => {
+                    Refusal::Invalid("claims of the wrong type".into())
+                }
+                k => Refusal::Invalid(format!("{k:?}")),
+            }),
+        }
+    }
+}
+
+/// The principal a token's claims (verified, or from introspection) name;
+/// `None` without a subject.
+pub fn principal(mut claims: Map<String, Value>, names: &ClaimNames) -> Option<Principal> {
+    let subject = match claims.get(&names.subject)? {
+        Value::String(s) if !s.is_empty() => s.clone(),
+        _ => return None,
+    };
+    let scopes = claims
+        .get(&names.scopes)
+        .or_else(|| claims.get("scp"))
+        .map(scope_list)
+        .unwrap_or_default();
+    // Access rules' CEL reads `claims.groups`, whatever the issuer calls it.
+    if names.groups != "groups" && !claims.contains_key("groups") {
+        if let Some(g) = claims.get(&names.groups).cloned() {
+            claims.insert("groups".into(), g);
+        }
+    }
+    Some(Principal {
+        subject,
+        scopes,
+        claims,
+    })
+}
+
+/// A space-separated string (`scope`, RFC 8693 §4.2) or a list of strings
+/// (`scp` as some issuers send it).
+fn scope_list(v: &Value) -> BTreeSet<String> {
+    match v {
+        Value::String(s) => s.split_whitespace().map(str::to_string).collect(),
+        Value::Array(a) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scopes_come_from_scope_or_scp_as_string_or_list() {
+        let names = ClaimNames::default();
+        let p = |c: Value| principal(c.as_object().unwrap().clone(), &names);
+        let s = |p: Option<Principal>| p.unwrap().scopes.into_iter().collect::<Vec<_>>();
+        assert_eq!(s(p(json!({"sub": "a", "scope": "x y"}))), ["x", "y"]);
+        assert_eq!(s(p(json!({"sub": "a", "scp": ["x", "z"]}))), ["x", "z"]);
+        assert_eq!(s(p(json!({"sub": "a", "scp": "q"}))), ["q"]);
+        assert!(
+            p(json!({"scope": "x"})).is_none(),
+            "no subject, no principal"
+        );
+        assert!(p(json!({"sub": ""})).is_none());
+    }
+
+    #[test]
+    fn renamed_claims_are_read_and_groups_exposed_as_groups() {
+        let names = ClaimNames {
+            subject: "preferred_username".into(),
+            scopes: "roles".into(),
+            groups: "teams".into(),
+        };
+        let p = principal(
+            json!({"sub": "id-1", "preferred_username": "ann", "roles": ["r"], "teams": ["sre"]})
+                .as_object()
+                .unwrap()
+                .clone(),
+            &names,
+        )
+        .unwrap();
+        assert_eq!(p.subject, "ann");
+        assert!(p.scopes.contains("r"));
+        assert_eq!(p.claims["groups"], json!(["sre"]));
+    }
+
+    #[test]
+    fn only_three_part_tokens_with_a_json_header_look_like_jwts() {
+        let h = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(r#"{"alg":"RS256"}"#);
+        assert!(looks_like_jwt(&format!("{h}.e30.sig")));
+        assert!(looks_like_jwt(&format!("{h}.e30.")));
+        assert!(!looks_like_jwt("opaque-token"));
+        assert!(!looks_like_jwt(&format!("{h}.e30")));
+        assert!(!looks_like_jwt(&format!("{h}.e30.a.b")));
+        assert!(!looks_like_jwt("bm90anNvbg.e30.sig"));
+    }
+}

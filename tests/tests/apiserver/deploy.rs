@@ -1432,9 +1432,16 @@ fn the_charts_inbound_settings_reach_the_gateway_as_a_file_and_secret_files() {
     let Some(python) = tools::deploy_python() else {
         return;
     };
+    // What the gateway reads: its own parser and start-up checks accept
+    // the file (`serve --kube` allows only `inbound:` in it).
     let gateway_file = |objs: &[Value]| -> Value {
         let cm = find(objs, "ConfigMap", Some(NS), "toolgate-gateway-config").expect("config");
         let text = cm["data"]["gateway.yaml"].as_str().expect("gateway.yaml");
+        let file = gateway::config::parse_file(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert!(file.upstreams.is_none(), "{text}");
+        file.inbound
+            .validate()
+            .unwrap_or_else(|e| panic!("{e}: {text}"));
         yaml_serde::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
     };
     let open = yaml_docs(&render_chart(&python, &json!({})));

@@ -5,6 +5,7 @@
 //! cargo bench -p gateway --bench load                 # both parts
 //! cargo bench -p gateway --bench load -- --load       # throughput/latency only
 //! cargo bench -p gateway --bench load -- --memory     # RSS with the corpus only
+//! cargo bench -p gateway --bench load -- --auth       # JWT auth on vs off only
 //! ```
 //!
 //! **Load.** A small upstream (axum, `GET /pets/{id}` → a 3-field JSON
@@ -22,6 +23,13 @@
 //! file; `toolgate serve --catalog FILE` loads it, and once `/readyz` says
 //! ready the gateway's VmRSS is read from `/proc/PID/status` (again after a
 //! full `tools/list`, which builds every tool's MCP view).
+//!
+//! **Auth.** The same upstream behind two gateways started side by side:
+//! one open, one requiring JWTs from a test identity provider on loopback
+//! (`toolgate_tests::idp`, RS256). Each client sends one minted token with
+//! every call, so every call verifies a signature and its claims; the two
+//! are measured in alternating rounds (open, JWT, open, JWT) so drift in
+//! the machine's load hits both alike.
 //!
 //! Env: `BENCH_SECONDS` (default 5) per measurement.
 
@@ -52,6 +60,7 @@ fn main() {
     }
     let only_load = args.iter().any(|a| a == "--load");
     let only_mem = args.iter().any(|a| a == "--memory");
+    let only_auth = args.iter().any(|a| a == "--auth");
     gateway::upstream::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -59,11 +68,15 @@ fn main() {
         .expect("tokio runtime");
     let tmp = std::env::temp_dir().join(format!("toolgate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).expect("temp dir");
-    if !only_mem {
+    let all = !only_load && !only_mem && !only_auth;
+    if all || only_load {
         rt.block_on(load(&tmp));
     }
-    if !only_load {
+    if all || only_mem {
         rt.block_on(memory(&tmp));
+    }
+    if all || only_auth {
+        rt.block_on(auth(&tmp));
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -151,7 +164,10 @@ fn free_port() -> u16 {
 }
 
 async fn start_gateway(catalog: &Path, config: Option<&Path>) -> Gateway {
-    let port = free_port();
+    start_gateway_on(free_port(), catalog, config).await
+}
+
+async fn start_gateway_on(port: u16, catalog: &Path, config: Option<&Path>) -> Gateway {
     let mut cmd = Command::new(TOOLGATE);
     cmd.args([
         "serve",
@@ -193,10 +209,15 @@ type Client = RunningService<RoleClient, ClientConfig>;
 /// opens a connection per request (`pool_max_idle_per_host(0)`); the
 /// official SDKs' clients (httpx, undici) keep connections alive.
 async fn connect(url: &str, mode: Mode) -> Client {
-    let transport = StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
-        StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")),
-    );
+    connect_as(url, mode, None).await
+}
+
+async fn connect_as(url: &str, mode: Mode, token: Option<&str>) -> Client {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp"));
+    if let Some(t) = token {
+        config = config.auth_header(t);
+    }
+    let transport = StreamableHttpClientTransport::with_client(reqwest::Client::new(), config);
     let lifecycle = match mode {
         Mode::Stateless => ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -250,13 +271,14 @@ async fn worker(
     gw: Arc<str>,
     seed: u64,
     end: Instant,
+    token: Option<Arc<str>>,
 ) -> (Vec<u32>, usize) {
     let mut lat = Vec::with_capacity(100_000);
     let mut errors = 0;
     let http = reqwest::Client::new();
     let mcp = match mode {
         Mode::Direct | Mode::Raw => None,
-        _ => Some(connect(&gw, mode).await),
+        _ => Some(connect_as(&gw, mode, token.as_deref()).await),
     };
     let (path, tool) = if delay_ms == 0 {
         ("pets", "pets__get_pet")
@@ -269,7 +291,7 @@ async fn worker(
         let id = i % 1000 + 1;
         let t = Instant::now();
         let ok = match &mcp {
-            None if mode == Mode::Raw => raw_call(&http, &gw, tool, i, id).await,
+            None if mode == Mode::Raw => raw_call(&http, &gw, tool, i, id, token.as_deref()).await,
             None => match http.get(format!("{base}/{path}/{id}")).send().await {
                 Ok(r) if r.status().is_success() => r.json::<Value>().await.is_ok(),
                 _ => false,
@@ -294,7 +316,14 @@ async fn worker(
 }
 
 /// tools/call as one stateless (2026-07-28) JSON-RPC POST.
-async fn raw_call(http: &reqwest::Client, gw: &str, tool: &str, rpc_id: u64, id: u64) -> bool {
+async fn raw_call(
+    http: &reqwest::Client,
+    gw: &str,
+    tool: &str,
+    rpc_id: u64,
+    id: u64,
+    token: Option<&str>,
+) -> bool {
     let body = json!({
         "jsonrpc": "2.0", "id": rpc_id, "method": "tools/call",
         "params": {
@@ -306,8 +335,11 @@ async fn raw_call(http: &reqwest::Client, gw: &str, tool: &str, rpc_id: u64, id:
             }
         }
     });
-    let sent = http
-        .post(format!("{gw}/mcp"))
+    let mut req = http.post(format!("{gw}/mcp"));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let sent = req
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
@@ -332,8 +364,21 @@ async fn measure(
     gw: &str,
     secs: f64,
 ) -> Stats {
+    measure_as(mode, delay_ms, clients, base, gw, secs, None).await
+}
+
+async fn measure_as(
+    mode: Mode,
+    delay_ms: u64,
+    clients: usize,
+    base: &str,
+    gw: &str,
+    secs: f64,
+    token: Option<&str>,
+) -> Stats {
     let base: Arc<str> = Arc::from(base);
     let gw: Arc<str> = Arc::from(gw);
+    let token: Option<Arc<str>> = token.map(Arc::from);
     let run = |end: Instant| -> Vec<_> {
         (0..clients)
             .map(|s| {
@@ -344,6 +389,7 @@ async fn measure(
                     gw.clone(),
                     s as u64,
                     end,
+                    token.clone(),
                 ))
             })
             .collect()
@@ -457,6 +503,105 @@ async fn load(tmp: &Path) {
                 "upstream {delay} ms, {}: p50 added latency at 1 client {:.3} ms (goal <= 0.2 ms)",
                 mode.label(),
                 ms(g.p50) - ms(d.p50)
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------- auth
+
+async fn auth(tmp: &Path) {
+    let secs: f64 = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0);
+    let idp = toolgate_tests::idp::Idp::start().await;
+    let up = upstream().await;
+    let base = format!("http://{up}");
+    let spec = serde_json::to_vec(&pets_spec(&base)).expect("spec");
+    let upstream = compile("pets", "pets.json", &spec).expect("pets spec compiles");
+    let file = tmp.join("pets-catalog-auth.json");
+    let cat = catalog::Catalog::new(vec![upstream]);
+    std::fs::write(&file, serde_json::to_vec(&cat).expect("catalog json")).expect("write");
+    let port = free_port();
+    let config = tmp.join("gateway-jwt.yaml");
+    let text = json!({"inbound": {
+        "resource": format!("http://127.0.0.1:{port}/mcp"),
+        "jwt": [{"issuer": idp.issuer(), "audiences": ["toolgate"]}],
+    }});
+    std::fs::write(&config, serde_json::to_vec(&text).expect("config")).expect("write");
+    let open = start_gateway(&file, None).await;
+    let jwt = start_gateway_on(port, &file, Some(&config)).await;
+    let token = idp.token().aud("toolgate").scope("pets.read").mint();
+
+    // A broken setup must not be reported as fast: the JWT gateway must
+    // refuse a call without the token and serve one with it.
+    let refused = reqwest::Client::new()
+        .post(format!("{}/mcp", jwt.url))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("the JWT gateway answers");
+    assert_eq!(
+        refused.status(),
+        401,
+        "the JWT gateway must require a token"
+    );
+    let c = connect_as(&jwt.url, Mode::Stateless, Some(&token)).await;
+    let mut p = CallToolRequestParams::new("pets__get_pet");
+    p.arguments = json!({"id": 7}).as_object().cloned();
+    let r = c.call_tool(p).await.expect("tools/call with a token");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let _ = c.cancel().await;
+
+    println!("\n## tools/call with JWT auth on vs off ({secs} s per row, upstream 0 ms, RS256)\n");
+    println!(
+        "| path               | clients | auth | calls  | errors | calls/s  | p50 ms | p99 ms |"
+    );
+    println!(
+        "|--------------------|---------|------|--------|--------|----------|--------|--------|"
+    );
+    let mut sums: std::collections::BTreeMap<(&str, usize, bool), (f64, u32)> = Default::default();
+    for _round in 0..2 {
+        for mode in [Mode::Raw, Mode::Session] {
+            for clients in [1usize, 32] {
+                for on in [false, true] {
+                    let (gw, t) = if on {
+                        (&jwt.url, Some(token.as_str()))
+                    } else {
+                        (&open.url, None)
+                    };
+                    let s = measure_as(mode, 0, clients, &base, gw, secs, t).await;
+                    println!(
+                        "| {:<18} | {:>7} | {:<4} | {:>6} | {:>6} | {:>8.0} | {:>6.3} | {:>6.3} |",
+                        mode.label(),
+                        clients,
+                        if on { "JWT" } else { "off" },
+                        s.calls,
+                        s.errors,
+                        s.rate,
+                        ms(s.p50),
+                        ms(s.p99)
+                    );
+                    let e = sums.entry((mode.label(), clients, on)).or_default();
+                    e.0 += s.rate;
+                    e.1 += 1;
+                }
+            }
+        }
+    }
+    println!();
+    for mode in [Mode::Raw, Mode::Session] {
+        for clients in [1usize, 32] {
+            let avg = |on| {
+                let (sum, n) = sums[&(mode.label(), clients, on)];
+                sum / f64::from(n)
+            };
+            let (off, on) = (avg(false), avg(true));
+            println!(
+                "{}, {clients:>2} client(s): JWT {on:.0} vs off {off:.0} calls/s: {:+.1}% (goal >= -10%)",
+                mode.label(),
+                (on / off - 1.0) * 100.0
             );
         }
     }

@@ -40,6 +40,7 @@ pub mod intake;
 pub mod kubernetes;
 pub mod ops;
 pub mod payload;
+pub mod rate_limit;
 pub mod rawjson;
 pub mod reload;
 pub mod request;

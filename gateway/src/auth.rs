@@ -48,14 +48,26 @@ pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Callers whose exchanged tokens one upstream keeps at most.
 pub const MAX_EXCHANGED_TOKENS: usize = 10_000;
 
-/// Ready-to-apply credentials of one upstream.
-#[derive(Debug)]
+/// Ready-to-apply credentials of one upstream. Its `Debug` shows no
+/// credential.
 pub enum Auth {
     None,
     Header(HeaderName, HeaderValue),
     Query(String, String),
     OAuth2(OAuth2),
     TokenExchange(TokenExchange),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::Header(name, _) => write!(f, "Header({name}: <redacted>)"),
+            Auth::Query(name, _) => write!(f, "Query({name}=<redacted>)"),
+            Auth::OAuth2(o) => o.fmt(f),
+            Auth::TokenExchange(x) => x.fmt(f),
+        }
+    }
 }
 
 /// A failure to authenticate, shown to callers in general terms.
@@ -678,6 +690,72 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(req.url().query(), Some("a=1&api_key=s+e"));
+    }
+
+    #[test]
+    fn debug_shows_no_credential() {
+        for cfg in [
+            AuthConfig::ApiKey {
+                location: ApiKeyLocation::Query,
+                name: "api_key".into(),
+                value: lit("k-secret"),
+            },
+            AuthConfig::Bearer {
+                token: lit("k-secret"),
+            },
+            AuthConfig::TokenExchange {
+                token_url: "http://idp/token".into(),
+                client_id: lit("gw"),
+                client_secret: lit("k-secret"),
+                audience: None,
+                scopes: vec![],
+                resource: None,
+                client_auth: ClientAuthMethod::Basic,
+            },
+        ] {
+            let a = Auth::from_config(&cfg, "auth", client()).unwrap();
+            assert!(!format!("{a:?}").contains("k-secret"), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn an_exchanged_token_does_not_outlive_the_callers_token() {
+        let started = Instant::now();
+        let hour = Duration::from_secs(3600);
+        let t = Token::new("x", started, hour, Some(started + Duration::from_secs(100))).unwrap();
+        assert_eq!(t.expires_at, started + Duration::from_secs(100));
+        assert_eq!(t.refresh_at, started + Duration::from_secs(90));
+        let t = Token::new("x", started, hour, None).unwrap();
+        assert_eq!(t.refresh_at, started + hour - Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_exchanged_token_table_is_bounded_and_keeps_slots_in_use() {
+        let cfg = AuthConfig::TokenExchange {
+            token_url: "http://idp/token".into(),
+            client_id: lit("gw"),
+            client_secret: lit("s"),
+            audience: None,
+            scopes: vec![],
+            resource: None,
+            client_auth: ClientAuthMethod::Basic,
+        };
+        let Auth::TokenExchange(mut x) = Auth::from_config(&cfg, "auth", client()).unwrap() else {
+            unreachable!()
+        };
+        x.max_slots = 2;
+        let in_use = x.slot("a");
+        let fresh = x.slot("b");
+        fresh.cached.store(Some(Arc::new(
+            Token::new("t", Instant::now(), Duration::from_secs(60), None).unwrap(),
+        )));
+        drop(fresh);
+        // Full: c takes the place of b (not in use), not of a (in use).
+        let _c = x.slot("c");
+        assert_eq!(x.cached_subjects(), 2);
+        assert!(Arc::ptr_eq(&in_use, &x.slot("a")));
+        let slots = x.slots.lock().unwrap();
+        assert!(slots.contains_key("c") && !slots.contains_key("b"));
     }
 
     #[test]

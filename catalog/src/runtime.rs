@@ -118,6 +118,31 @@ pub enum AuthConfig {
         #[serde(default)]
         client_auth: ClientAuthMethod,
     },
+    /// OAuth 2.0 token exchange (RFC 8693) on behalf of the caller: the
+    /// caller's inbound bearer token is exchanged at `token_url` for one
+    /// meant for this upstream (`audience`, `scopes`, `resource`), cached
+    /// per caller until shortly before it expires. Needs callers
+    /// authenticated with a bearer token (JWT or introspection), not API
+    /// keys; the inbound token itself is never sent upstream.
+    #[serde(rename_all = "camelCase")]
+    TokenExchange {
+        token_url: String,
+        /// The gateway's own client credentials at the token endpoint.
+        client_id: SecretRef,
+        client_secret: SecretRef,
+        /// RFC 8693 `audience`: the upstream as the token endpoint names it.
+        #[serde(default)]
+        audience: Option<String>,
+        #[serde(default)]
+        scopes: Vec<String>,
+        /// RFC 8693 `resource`: the upstream's URI, for endpoints that
+        /// want it instead of (or with) `audience`.
+        #[serde(default)]
+        resource: Option<String>,
+        /// `basic` (default) or `post`.
+        #[serde(default)]
+        client_auth: ClientAuthMethod,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

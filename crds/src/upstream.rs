@@ -171,6 +171,21 @@ pub struct McpUpstreamSpec {
     /// field below at its default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<HttpSpec>,
+
+    /// Calls per caller (its verified subject, else its client IP) to this
+    /// upstream, as a token bucket. Enforced by each gateway replica on its
+    /// own: N replicas allow a caller up to N times the rate. A call over
+    /// the limit is a tool error saying when to retry; the upstream is not
+    /// called. Optional; absent means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<catalog::access::RateLimit>,
+
+    /// Sends the verified caller's subject to the upstream in a header,
+    /// replacing whatever a client or `http.headers` put there; without
+    /// inbound authentication the header is removed. Optional; absent means
+    /// no identity header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_identity: Option<catalog::access::ForwardIdentity>,
 }
 
 impl McpUpstream {
@@ -361,12 +376,16 @@ pub enum ResponseFailure {
     "spec.auth.header and spec.auth.query are only valid with spec.auth.type apiKey"
 ))]
 #[x_kube(validation = (
-    "self.type != 'oauth2ClientCredentials' || has(self.tokenUrl)",
-    "spec.auth.tokenUrl is required when spec.auth.type is oauth2ClientCredentials"
+    "(self.type != 'oauth2ClientCredentials' && self.type != 'tokenExchange') || has(self.tokenUrl)",
+    "spec.auth.tokenUrl is required when spec.auth.type is oauth2ClientCredentials or tokenExchange"
 ))]
 #[x_kube(validation = (
-    "self.type == 'oauth2ClientCredentials' || (!has(self.tokenUrl) && (!has(self.scopes) || size(self.scopes) == 0))",
-    "spec.auth.tokenUrl and spec.auth.scopes are only valid with spec.auth.type oauth2ClientCredentials"
+    "self.type == 'oauth2ClientCredentials' || self.type == 'tokenExchange' || (!has(self.tokenUrl) && (!has(self.scopes) || size(self.scopes) == 0))",
+    "spec.auth.tokenUrl and spec.auth.scopes are only valid with spec.auth.type oauth2ClientCredentials or tokenExchange"
+))]
+#[x_kube(validation = (
+    "self.type == 'tokenExchange' || !has(self.audience)",
+    "spec.auth.audience is only valid with spec.auth.type tokenExchange"
 ))]
 #[serde(rename_all = "camelCase")]
 pub struct AuthSpec {
@@ -391,17 +410,24 @@ pub struct AuthSpec {
     #[schemars(length(min = 1, max = 256))]
     pub query: Option<String>,
 
-    /// `oauth2ClientCredentials`: the token endpoint. Required with that
-    /// type.
+    /// `oauth2ClientCredentials`, `tokenExchange`: the token endpoint.
+    /// Required with those types.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048), pattern(HTTP_URL_PATTERN))]
     pub token_url: Option<String>,
 
-    /// `oauth2ClientCredentials`: scopes to request. Optional, no default;
-    /// omitted when empty.
+    /// `oauth2ClientCredentials`, `tokenExchange`: scopes to request.
+    /// Optional, no default; omitted when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub scopes: Vec<String>,
+
+    /// `tokenExchange`: the RFC 8693 `audience` to ask for, the upstream
+    /// as the token endpoint names it, e.g. `pets-api`. Optional; omitted
+    /// when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub audience: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -419,6 +445,12 @@ pub enum AuthType {
     /// OAuth 2.0 client credentials grant; the gateway fetches and caches
     /// the token.
     Oauth2ClientCredentials,
+    /// OAuth 2.0 token exchange (RFC 8693) on behalf of the caller: the
+    /// caller's inbound bearer token is exchanged at `tokenUrl` for one with
+    /// `audience` and `scopes`, cached per caller until it expires. Only
+    /// callers authenticated with a bearer token (not API keys) can call
+    /// the upstream; their own token is never sent to it.
+    TokenExchange,
 }
 
 /// A Secret in the upstream's namespace and the keys to read from it. Each
@@ -443,12 +475,13 @@ pub struct AuthSecretRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
     pub password_key: Option<String>,
-    /// `oauth2ClientCredentials`: key of the client id (default `clientId`).
+    /// `oauth2ClientCredentials`, `tokenExchange`: key of the client id
+    /// (default `clientId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
     pub client_id_key: Option<String>,
-    /// `oauth2ClientCredentials`: key of the client secret (default
-    /// `clientSecret`).
+    /// `oauth2ClientCredentials`, `tokenExchange`: key of the client secret
+    /// (default `clientSecret`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(crate::common::DATA_KEY_PATTERN))]
     pub client_secret_key: Option<String>,
@@ -457,7 +490,8 @@ pub struct AuthSecretRef {
 impl AuthSecretRef {
     /// The Secret keys to read for `auth_type`, defaults applied, in a fixed
     /// order (`bearer`: token; `apiKey`: key; `basic`: username, password;
-    /// `oauth2ClientCredentials`: client id, client secret; `none`: none).
+    /// `oauth2ClientCredentials` and `tokenExchange`: client id, client
+    /// secret; `none`: none).
     pub fn keys(&self, auth_type: AuthType) -> Vec<&str> {
         fn or<'a>(v: &'a Option<String>, default: &'static str) -> &'a str {
             v.as_deref().unwrap_or(default)
@@ -470,7 +504,7 @@ impl AuthSecretRef {
                 or(&self.username_key, "username"),
                 or(&self.password_key, "password"),
             ],
-            AuthType::Oauth2ClientCredentials => {
+            AuthType::Oauth2ClientCredentials | AuthType::TokenExchange => {
                 vec![
                     or(&self.client_id_key, "clientId"),
                     or(&self.client_secret_key, "clientSecret"),

@@ -23,9 +23,16 @@ pub async fn call(
     arguments: Option<JsonObject>,
     ctx: &CallContext,
 ) -> CallToolResult {
-    let _ = ctx;
     let started = Instant::now();
     let name = tool.def.name.as_str();
+    if let Err(e) = tool.upstream.admit(ctx) {
+        tracing::debug!(
+            tool = name,
+            retry_after_s = e.retry_after_seconds,
+            "rate limited"
+        );
+        return error_text(e.to_string());
+    }
     let instance = Value::Object(arguments.unwrap_or_default());
     let Some(input) = tool.input() else {
         tracing::error!(tool = name, "input schema does not compile");
@@ -59,7 +66,11 @@ pub async fn call(
         }
     };
     let method = prepared.method.clone();
-    let resp = match tool.upstream.send(prepared, tool.def.auth_required).await {
+    let resp = match tool
+        .upstream
+        .send(prepared, tool.def.auth_required, ctx)
+        .await
+    {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(tool = name, error = %e, "upstream call failed");

@@ -178,6 +178,9 @@ upstreams:
   c: {auth: {type: basic, username: {value: u}, password: {file: /x}}}
   d: {auth: {type: oauth2ClientCredentials, tokenUrl: "http://t/token",
              clientId: {value: id}, clientSecret: {value: s}, scopes: [r, w]}}
+  e: {auth: {type: tokenExchange, tokenUrl: "http://t/token", audience: e-api,
+             clientId: {value: id}, clientSecret: {value: s}, clientAuth: post},
+      rateLimit: {requestsPerSecond: 0.5}, forwardIdentity: {header: X-User}}
 "#,
         )
         .unwrap();
@@ -194,6 +197,20 @@ upstreams:
             cfg.upstreams["d"].auth,
             AuthConfig::Oauth2ClientCredentials { .. }
         ));
+        let e = &cfg.upstreams["e"];
+        assert!(matches!(
+            &e.auth,
+            AuthConfig::TokenExchange {
+                audience: Some(a),
+                client_auth: ClientAuthMethod::Post,
+                ..
+            } if a == "e-api"
+        ));
+        assert_eq!(e.rate_limit.as_ref().map(|r| r.effective_burst()), Some(1));
+        assert_eq!(
+            e.forward_identity.as_ref().map(|f| f.header.as_str()),
+            Some("X-User")
+        );
     }
 
     #[test]

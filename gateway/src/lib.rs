@@ -9,7 +9,7 @@
 //! 3. [`snapshot`]: a catalog prepared for serving (validators, jq, HTTP
 //!    clients), built whole or not at all; its schemas are kept deflated
 //!    and shared ([`schema_text`]).
-//! 4. [`call`]: the pipeline of one call, using
+//! 4. [`call`]: the pipeline of one call, using [`rate_limit`] →
 //!    [`validate`] → [`request`] (or [`transform`]) → [`upstream`] (with
 //!    [`auth`]) → [`response`]. Response bodies are read in place
 //!    ([`rawjson`]) and sent by reference ([`payload`]), never as trees.
@@ -43,6 +43,7 @@ pub mod intake;
 pub mod kubernetes;
 pub mod ops;
 pub mod payload;
+pub mod rate_limit;
 pub mod rawjson;
 pub mod reload;
 pub mod request;

@@ -589,6 +589,11 @@ fn runtime_key(cfg: &UpstreamConfig, base: &Url) -> Result<String, crate::config
             client_id,
             client_secret,
             ..
+        }
+        | AuthConfig::TokenExchange {
+            client_id,
+            client_secret,
+            ..
         } => {
             secret(client_id, "auth.clientId")?;
             secret(client_secret, "auth.clientSecret")?;

@@ -39,6 +39,8 @@ use crate::config::{
     ResponseValidation, SecretError, UpstreamConfig, DEFAULT_ERROR_STATUS, DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_SUCCESS_STATUS, DEFAULT_TIMEOUT_SECONDS,
 };
+use crate::inbound::CallContext;
+use crate::rate_limit::{CallerLimiter, RateLimited};
 use crate::request::{PreparedRequest, RequestBody};
 
 /// Installs the `ring` rustls provider once per process. reqwest is built
@@ -68,6 +70,10 @@ pub struct UpstreamRuntime {
     success_status: Vec<u16>,
     error_status: Vec<u16>,
     pub response_validation: ResponseValidation,
+    /// `rateLimit`: per caller, on this replica.
+    rate_limit: Option<CallerLimiter>,
+    /// `forwardIdentity.header`: carries the verified caller's subject.
+    forward_identity: Option<HeaderName>,
 }
 
 /// A complete upstream response (body within the cap).
@@ -128,6 +134,8 @@ pub enum UpstreamError {
     },
     #[error(transparent)]
     Auth(#[from] AuthError),
+    #[error("the caller's subject cannot be sent in the {0} header (it has control characters)")]
+    Identity(HeaderName),
 }
 
 /// An upstream setting that is not usable. Never shown to MCP clients.
@@ -194,6 +202,37 @@ impl UpstreamRuntime {
                 format!("must be between 1 and {}", Semaphore::MAX_PERMITS),
             ));
         }
+        let rate_limit = match &cfg.rate_limit {
+            None => None,
+            Some(r) => {
+                r.check()
+                    .map_err(|e| bad(&format!("rateLimit.{}", e.field), e.message))?;
+                Some(
+                    CallerLimiter::new(r)
+                        .ok_or_else(|| bad("rateLimit", "not a usable token bucket".to_string()))?,
+                )
+            }
+        };
+        let forward_identity = match &cfg.forward_identity {
+            None => None,
+            Some(f) => {
+                f.check()
+                    .map_err(|e| bad(&format!("forwardIdentity.{}", e.field), e.message))?;
+                let name = HeaderName::from_bytes(f.header.as_bytes()).map_err(|_| {
+                    bad(
+                        "forwardIdentity.header",
+                        format!("{:?} is not an HTTP header name", f.header),
+                    )
+                })?;
+                if auth.header_name() == Some(&name) {
+                    return Err(bad(
+                        "forwardIdentity.header",
+                        format!("{name} carries this upstream's credentials (auth)"),
+                    ));
+                }
+                Some(name)
+            }
+        };
         Ok(UpstreamRuntime {
             prefix: prefix.to_string(),
             base_url,
@@ -213,7 +252,19 @@ impl UpstreamRuntime {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_ERROR_STATUS.to_vec()),
             response_validation: cfg.response_validation,
+            rate_limit,
+            forward_identity,
         })
+    }
+
+    /// Takes one call from the caller's `rateLimit` bucket. Checked before
+    /// anything else of a call (validation included), so every call made
+    /// counts, as the ingress would count it.
+    pub fn admit(&self, ctx: &CallContext) -> Result<(), RateLimited> {
+        match &self.rate_limit {
+            Some(l) => l.check(ctx),
+            None => Ok(()),
+        }
     }
 
     pub fn classify(&self, status: u16) -> StatusClass {
@@ -233,6 +284,7 @@ impl UpstreamRuntime {
         &self,
         prepared: PreparedRequest,
         with_auth: bool,
+        ctx: &CallContext,
     ) -> Result<UpstreamResponse, UpstreamError> {
         let deadline = Instant::now() + self.timeout;
         let _slot = tokio::time::timeout_at(deadline, self.semaphore.clone().acquire_owned())
@@ -244,8 +296,23 @@ impl UpstreamRuntime {
             .ok();
         let mut req = self.to_reqwest(prepared);
         *req.timeout_mut() = Some(deadline.saturating_duration_since(Instant::now()));
+        if let Some(name) = &self.forward_identity {
+            // After the plan's and the settings' headers, so neither an
+            // argument nor a configured value can stand in for it.
+            let h = req.headers_mut();
+            match &ctx.caller {
+                Some(c) => {
+                    let v = HeaderValue::from_bytes(c.principal.subject.as_bytes())
+                        .map_err(|_| UpstreamError::Identity(name.clone()))?;
+                    h.insert(name.clone(), v);
+                }
+                None => {
+                    h.remove(name);
+                }
+            }
+        }
         if with_auth {
-            self.auth.apply(&mut req).await?;
+            self.auth.apply(&mut req, ctx, deadline).await?;
         }
         let resp = self
             .client

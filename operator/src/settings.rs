@@ -73,6 +73,38 @@ pub async fn read(
             ));
         }
     }
+    // The gateway refuses an upstream whose limit or identity header it
+    // cannot use; say so here, on the field.
+    if let Some(r) = &spec.rate_limit {
+        r.check().map_err(|e| {
+            Failure::new(
+                Reason::InvalidSettings,
+                format!("spec.rateLimit.{}: {}", e.field, e.message),
+            )
+        })?;
+    }
+    if let Some(f) = &spec.forward_identity {
+        f.check().map_err(|e| {
+            Failure::new(
+                Reason::InvalidSettings,
+                format!("spec.forwardIdentity.{}: {}", e.field, e.message),
+            )
+        })?;
+        let api_key_header = spec
+            .auth
+            .as_ref()
+            .filter(|a| a.type_ == AuthType::ApiKey)
+            .and_then(|a| a.header.as_deref());
+        if api_key_header.is_some_and(|h| h.eq_ignore_ascii_case(&f.header)) {
+            return Err(Failure::new(
+                Reason::InvalidSettings,
+                format!(
+                    "spec.forwardIdentity.header: {} carries the upstream's API key (spec.auth.header)",
+                    f.header
+                ),
+            ));
+        }
+    }
     let validation = spec.validation.clone().unwrap_or_default();
     let mut config = UpstreamConfig {
         base_url: Some(base_url),
@@ -98,6 +130,8 @@ pub async fn read(
             .then(|| validation.success_status.clone()),
         error_status: (!validation.error_status.is_empty())
             .then(|| validation.error_status.clone()),
+        rate_limit: spec.rate_limit.clone(),
+        forward_identity: spec.forward_identity.clone(),
         ..Default::default()
     };
     let mut creds = BTreeMap::new();
@@ -161,6 +195,15 @@ pub async fn read(
                     client_secret: next(),
                     scopes: auth.scopes.clone(),
                     audience: None,
+                    client_auth: Default::default(),
+                },
+                AuthType::TokenExchange => AuthConfig::TokenExchange {
+                    token_url: auth.token_url.clone().unwrap_or_default(),
+                    client_id: next(),
+                    client_secret: next(),
+                    audience: auth.audience.clone(),
+                    scopes: auth.scopes.clone(),
+                    resource: None,
                     client_auth: Default::default(),
                 },
             };

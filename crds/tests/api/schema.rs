@@ -266,9 +266,21 @@ fn formats_are_in_the_schema() {
             "bearer",
             "apiKey",
             "basic",
-            "oauth2ClientCredentials"
+            "oauth2ClientCredentials",
+            "tokenExchange"
         ])
     );
+    let rate = &spec["properties"]["rateLimit"];
+    assert_eq!(rate["required"], json!(["requestsPerSecond"]));
+    let rps = &rate["properties"]["requestsPerSecond"];
+    assert_eq!(
+        (&rps["minimum"], &rps["exclusiveMinimum"], &rps["maximum"]),
+        (&json!(0.0), &json!(true), &json!(1_000_000.0))
+    );
+    assert_eq!(rate["properties"]["burst"]["minimum"], json!(1.0));
+    let header = &spec["properties"]["forwardIdentity"]["properties"]["header"];
+    assert_eq!(header["pattern"], crds::HEADER_NAME_PATTERN);
+    assert_eq!(header["maxLength"], 256);
     assert_eq!(
         spec["properties"]["validation"]["properties"]["responseFailure"]["enum"],
         json!(["warn", "fail"])
@@ -500,11 +512,20 @@ fn auth_fields_must_fit_the_auth_type() {
         ),
         (
             json!({"type": "oauth2ClientCredentials", "secretRef": secret}),
-            "spec.auth.tokenUrl is required when spec.auth.type is oauth2ClientCredentials",
+            "spec.auth.tokenUrl is required when spec.auth.type is oauth2ClientCredentials or tokenExchange",
+        ),
+        (
+            json!({"type": "tokenExchange", "secretRef": secret, "audience": "pets-api"}),
+            "spec.auth.tokenUrl is required when spec.auth.type is oauth2ClientCredentials or tokenExchange",
         ),
         (
             json!({"type": "basic", "secretRef": secret, "scopes": ["read"]}),
-            "spec.auth.tokenUrl and spec.auth.scopes are only valid with spec.auth.type oauth2ClientCredentials",
+            "spec.auth.tokenUrl and spec.auth.scopes are only valid with spec.auth.type oauth2ClientCredentials or tokenExchange",
+        ),
+        (
+            json!({"type": "oauth2ClientCredentials", "secretRef": secret,
+                   "tokenUrl": "https://auth.example.com/token", "audience": "pets-api"}),
+            "spec.auth.audience is only valid with spec.auth.type tokenExchange",
         ),
     ] {
         assert_rejected(&upstream_with(json!({ "auth": auth })), msg);
@@ -516,6 +537,9 @@ fn auth_fields_must_fit_the_auth_type() {
         json!({"type": "apiKey", "secretRef": secret, "query": "api_key"}),
         json!({"type": "oauth2ClientCredentials", "secretRef": secret,
                "tokenUrl": "https://auth.example.com/token", "scopes": ["pets:read"]}),
+        json!({"type": "tokenExchange", "secretRef": secret,
+               "tokenUrl": "https://auth.example.com/token", "audience": "pets-api",
+               "scopes": ["pets:read"]}),
     ] {
         assert_accepted(&upstream_with(json!({ "auth": auth })));
     }

@@ -96,11 +96,19 @@ fn full_upstream() -> McpUpstream {
                 query: Some("api_key".into()),
                 token_url: Some("https://auth.example.com/token".into()),
                 scopes: vec!["pets:read".into(), "pets:write".into()],
+                audience: Some("pets-api".into()),
             }),
             http: Some(HttpSpec {
                 timeout: Some("10s".into()),
                 max_response_bytes: Some(1 << 20),
                 headers: BTreeMap::from([("X-Tenant".into(), "demo".into())]),
+            }),
+            rate_limit: Some(catalog::access::RateLimit {
+                requests_per_second: 2.5,
+                burst: Some(5),
+            }),
+            forward_identity: Some(catalog::access::ForwardIdentity {
+                header: "X-Forwarded-User".into(),
             }),
         },
     );
@@ -153,6 +161,8 @@ fn upstream_with_every_field_round_trips() {
         "validation",
         "auth",
         "http",
+        "rateLimit",
+        "forwardIdentity",
     ] {
         assert!(spec.get(key).is_some(), "spec.{key} missing in {spec:#}");
     }
@@ -164,6 +174,12 @@ fn upstream_with_every_field_round_trips() {
     assert_eq!(spec["auth"]["type"], "oauth2ClientCredentials");
     assert_eq!(spec["auth"]["secretRef"]["clientSecretKey"], "secret");
     assert_eq!(spec["http"]["maxResponseBytes"], 1 << 20);
+    assert_eq!(spec["auth"]["audience"], "pets-api");
+    assert_eq!(
+        spec["rateLimit"],
+        json!({"requestsPerSecond": 2.5, "burst": 5})
+    );
+    assert_eq!(spec["forwardIdentity"]["header"], "X-Forwarded-User");
     let status = &json["status"];
     assert_eq!(status["conditions"][0]["type"], "Ready");
     assert_eq!(status["rejectedOperations"][0]["path"], "/pets/{petId}");
@@ -247,6 +263,10 @@ fn auth_secret_keys_default_per_type() {
     assert_eq!(r.keys(AuthType::Basic), ["user", "password"]);
     assert_eq!(
         r.keys(AuthType::Oauth2ClientCredentials),
+        ["clientId", "clientSecret"]
+    );
+    assert_eq!(
+        r.keys(AuthType::TokenExchange),
         ["clientId", "clientSecret"]
     );
 }

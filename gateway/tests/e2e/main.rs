@@ -18,12 +18,16 @@ mod corpus;
 mod demo;
 /// `/mcp/{prefix}` scoping and the HTTP edge.
 mod edge;
+/// Outbound token exchange (RFC 8693) on behalf of the caller.
+mod exchange;
 /// Inbound authentication against the test identity provider.
 mod inbound;
 /// Before rmcp: Host, body limit, JSON-RPC errors, the session cap.
 mod intake;
 /// `serve --kube`: the published catalog in a (fake) cluster.
 mod kube;
+/// Per-caller rate limits, `Mcp-Method`/`Mcp-Name`, forwardIdentity.
+mod limits;
 /// tools/list: schemas, constraints, pagination, protocol versions.
 mod list;
 /// Peak memory of large responses, on the real binary.

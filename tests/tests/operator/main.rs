@@ -1185,3 +1185,107 @@ async fn a_catalog_over_the_uncompressed_cap_fails_and_the_last_good_one_serves(
     assert_eq!(still.hash, good.hash, "the last good version keeps serving");
     op.stop().await;
 }
+
+/// `spec.rateLimit`, `spec.forwardIdentity` and `spec.auth.type:
+/// tokenExchange` reach the gateway in the published runtime settings,
+/// credentials as references to the copied Secret keys; the API server
+/// refuses limits that limit nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_identity_and_token_exchange_are_published() {
+    use catalog::access::{ForwardIdentity, RateLimit};
+    use catalog::runtime::AuthConfig;
+
+    let w = World::new().await;
+    apply_secret(
+        &w,
+        NS,
+        "pets-idp",
+        json!({"clientId": "toolgate", "clientSecret": "idp-s3cret"}),
+    )
+    .await;
+    let mut spec = inline(PETSTORE, "pets");
+    spec["auth"] = json!({
+        "type": "tokenExchange",
+        "secretRef": {"name": "pets-idp"},
+        "tokenUrl": "https://idp.example.com/token",
+        "audience": "pets-api",
+        "scopes": ["pets.read"],
+    });
+    spec["rateLimit"] = json!({"requestsPerSecond": 2.5, "burst": 5});
+    spec["forwardIdentity"] = json!({"header": "X-Forwarded-User"});
+    w.apply_upstream(NS, "pets", spec.clone()).await;
+    let op = w.operator("operator", false);
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+
+    let index = w.index().await;
+    let published = w.read_published(index.entry("pets").expect("entry")).await;
+    let rt = &published.runtime;
+    assert_eq!(
+        rt.rate_limit,
+        Some(RateLimit {
+            requests_per_second: 2.5,
+            burst: Some(5)
+        })
+    );
+    assert_eq!(
+        rt.forward_identity,
+        Some(ForwardIdentity {
+            header: "X-Forwarded-User".into()
+        })
+    );
+    let AuthConfig::TokenExchange {
+        token_url,
+        client_id,
+        client_secret,
+        audience,
+        scopes,
+        ..
+    } = &rt.auth
+    else {
+        panic!("not token exchange: {:?}", rt.auth);
+    };
+    assert_eq!(token_url, "https://idp.example.com/token");
+    assert_eq!(audience.as_deref(), Some("pets-api"));
+    assert_eq!(scopes, &["pets.read"]);
+    // References to the copied keys, never the values.
+    for r in [client_id, client_secret] {
+        assert!(r.secret_key.is_some() && r.value.is_none(), "{r:?}");
+    }
+    assert!(!format!("{rt:?}").contains("idp-s3cret"));
+
+    for (name, patch, field) in [
+        (
+            "zero",
+            json!({"requestsPerSecond": 0}),
+            "rateLimit.requestsPerSecond",
+        ),
+        (
+            "noburst",
+            json!({"requestsPerSecond": 1, "burst": 0}),
+            "rateLimit.burst",
+        ),
+    ] {
+        let mut bad = inline(PETSTORE, name);
+        bad["rateLimit"] = patch;
+        let u: crds::McpUpstream = serde_json::from_value(json!({
+            "apiVersion": "toolgate.dev/v1alpha1", "kind": "McpUpstream",
+            "metadata": {"name": name, "namespace": NS}, "spec": bad,
+        }))
+        .expect("typed");
+        match w.upstreams(NS).create(&PostParams::default(), &u).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422);
+                assert!(s.message.contains(field), "{}", s.message);
+            }
+            other => panic!("{name}: expected 422, got {other:?}"),
+        }
+    }
+    // A header the gateway sets itself passes the schema; the operator says.
+    let mut own = inline(PETSTORE, "own");
+    own["forwardIdentity"] = json!({"header": "Authorization"});
+    w.apply_upstream(NS, "own", own).await;
+    let u = wait_ready(&w, NS, "own", "False", "InvalidSettings").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("ready");
+    assert!(msg.contains("spec.forwardIdentity.header"), "{msg}");
+    op.stop().await;
+}

@@ -501,14 +501,18 @@ async fn secrets_never_appear_in_the_logs() {
     let dir = tempdir("inbound-secrets");
     let (catalog, _) = write_slow_catalog_files(&dir, &up.url);
     std::fs::write(dir.join("secret"), CLIENT_SECRET).unwrap();
+    const UPSTREAM_TOKEN: &str = "upstream-credential-5b1e0c7d9a";
+    std::fs::write(dir.join("upstream-token"), UPSTREAM_TOKEN).unwrap();
     std::fs::write(dir.join("keys.yaml"), format!("ci-bot: {KEY_1}\n")).unwrap();
     let config = dir.join("gateway.yaml");
     std::fs::write(
         &config,
         format!(
-            "{}  apiKeys: {{file: {keys}}}\n  introspection:\n    url: {}\n    clientId: {CLIENT_ID}\n    clientSecret: {{file: {secret}}}\nupstreams:\n  pets: {{baseUrl: '{up}'}}\n  other: {{baseUrl: '{up}'}}\n",
+            "{}  apiKeys: {{file: {keys}}}\n  introspection:\n    url: {}\n    clientId: {CLIENT_ID}\n    clientSecret: {{file: {secret}}}\nupstreams:\n  pets: {{baseUrl: '{up}', auth: {{type: bearer, token: {{file: {upstream_token}}}}}}}\n  other: {{baseUrl: '{up}', auth: {{type: tokenExchange, tokenUrl: '{}', audience: other-api, clientId: {{value: {CLIENT_ID}}}, clientSecret: {{file: {secret}}}}}}}\n",
             jwt_yaml(&idp, ""),
             idp.introspection_url(),
+            idp.token_url(),
+            upstream_token = dir.join("upstream-token").display(),
             keys = dir.join("keys.yaml").display(),
             secret = dir.join("secret").display(),
             up = up.url,
@@ -524,6 +528,7 @@ async fn secrets_never_appear_in_the_logs() {
     let gw_url = format!("{}/mcp", served.url);
     let mut secrets = Secrets::default();
     secrets.add("introspection client secret", CLIENT_SECRET);
+    secrets.add("upstream credential", UPSTREAM_TOKEN);
 
     let jwt = idp.token().aud(AUDIENCE).mint();
     let opaque = idp.opaque().issue();
@@ -537,6 +542,25 @@ async fn secrets_never_appear_in_the_logs() {
         let r = call(&client, "pets__get_pet", json!({"id": "1"})).await;
         assert!(!is_error(&r), "{what}: {}", text(&r));
     }
+    // The upstream got the gateway's credential; `other` gets the
+    // caller's token exchanged (both secrets too).
+    assert_eq!(
+        up.last().header("authorization"),
+        Some(format!("Bearer {UPSTREAM_TOKEN}").as_str())
+    );
+    let client = connect_with(&gw_url, &jwt).await;
+    let r = call(&client, "other__ping", json!({})).await;
+    assert!(!is_error(&r), "token exchange: {}", text(&r));
+    let exchanged = idp
+        .exchanges()
+        .last()
+        .and_then(|x| x.issued.clone())
+        .expect("the IdP issued a token");
+    assert_eq!(
+        up.last().header("authorization"),
+        Some(format!("Bearer {exchanged}").as_str())
+    );
+    secrets.add("exchanged token", &exchanged);
     let refused = [
         ("unknown API key", KEY_2.to_string()),
         ("expired JWT", idp.token().aud(AUDIENCE).expired().mint()),

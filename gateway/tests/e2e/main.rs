@@ -32,6 +32,8 @@ mod limits;
 mod list;
 /// Peak memory of large responses, on the real binary.
 mod memory;
+/// Token exchange, forwarded identity and rate limits with real tokens.
+mod on_behalf;
 
 mod product;
 /// Hot reload: list_changed, reload under load, the real binary.

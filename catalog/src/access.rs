@@ -54,11 +54,17 @@ pub struct AccessPolicy {
 pub struct AccessRule {
     /// Scopes the caller must all hold. Empty: no scope needed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "schemars", schemars(length(max = 64)))]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(max = 64), inner(length(min = 1, max = 256)))
+    )]
     pub scopes: Vec<String>,
     /// Globs (`*`, `?`) over tool names without the prefix, e.g.
-    /// `get_*`. Default: `["*"]`.
-    #[cfg_attr(feature = "schemars", schemars(length(max = 256)))]
+    /// `get_*` for `pets__get_pet`. Default: `["*"]`.
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(max = 256), inner(length(min = 1, max = 128)))
+    )]
     pub tools: Vec<String>,
     /// Only tools annotated `readOnlyHint: true`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]

@@ -85,7 +85,25 @@ pub fn parse(text: &str) -> Result<GatewayConfig, String> {
     if text.trim().is_empty() {
         return Ok(GatewayConfig::default());
     }
-    yaml_serde::from_str(text).map_err(|e| e.to_string())
+    let config: GatewayConfig = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+    check_access(&config)?;
+    Ok(config)
+}
+
+/// Refuses access rules that do not compile, naming the field
+/// (`upstreams.<prefix>.access.rules[i].when`), so a bad `--config` stops
+/// the gateway at start-up instead of leaving it unready. A snapshot
+/// build checks them again, for configs from elsewhere.
+fn check_access(config: &GatewayConfig) -> Result<(), String> {
+    for (prefix, upstream) in &config.upstreams {
+        if let Some(policy) = &upstream.access {
+            let site = catalog::access::PolicySite::GatewayConfig {
+                prefix: prefix.clone(),
+            };
+            policy.compile(&site).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 /// Reading a [`SecretRef`]'s value: I/O, so it lives here, not with the type.
@@ -158,6 +176,19 @@ upstreams:
             cfg.upstreams["d"].auth,
             AuthConfig::Oauth2ClientCredentials { .. }
         ));
+    }
+
+    #[test]
+    fn access_rules_that_do_not_compile_are_refused_naming_the_field() {
+        let e = parse(
+            "upstreams:\n  pets:\n    access:\n      rules:\n        - {scopes: [a]}\n        - {when: 'claims.groups.exists('}\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("upstreams.pets.access.rules[1].when: invalid CEL"),
+            "{e}"
+        );
+        parse("upstreams:\n  pets:\n    access:\n      rules:\n        - {when: '\"sre\" in claims.groups'}\n").unwrap();
     }
 
     #[test]

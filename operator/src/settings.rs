@@ -1,5 +1,5 @@
 //! McpUpstream → the gateway's settings for it (base URL, HTTP settings,
-//! response validation, auth) and the credentials the gateway needs, read
+//! response validation, auth, access rules) and the credentials the gateway needs, read
 //! from the Secrets it names. Every failure names the field.
 
 use std::collections::BTreeMap;
@@ -73,6 +73,13 @@ pub async fn read(
             ));
         }
     }
+    // Compiled here to name the field as written; the gateway compiles
+    // it again when it builds its snapshot.
+    if let Some(policy) = &spec.access {
+        policy
+            .compile(&catalog::access::PolicySite::McpUpstream)
+            .map_err(|e| Failure::new(Reason::InvalidAccessRule, e.to_string()))?;
+    }
     let validation = spec.validation.clone().unwrap_or_default();
     let mut config = UpstreamConfig {
         base_url: Some(base_url),
@@ -98,6 +105,7 @@ pub async fn read(
             .then(|| validation.success_status.clone()),
         error_status: (!validation.error_status.is_empty())
             .then(|| validation.error_status.clone()),
+        access: spec.access.clone(),
         ..Default::default()
     };
     let mut creds = BTreeMap::new();

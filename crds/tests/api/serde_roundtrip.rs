@@ -102,6 +102,20 @@ fn full_upstream() -> McpUpstream {
                 max_response_bytes: Some(1 << 20),
                 headers: BTreeMap::from([("X-Tenant".into(), "demo".into())]),
             }),
+            access: Some(catalog::access::AccessPolicy {
+                rules: vec![
+                    catalog::access::AccessRule {
+                        scopes: vec!["pets.read".into()],
+                        tools: vec!["get_*".into(), "list_*".into()],
+                        read_only: true,
+                        when: None,
+                    },
+                    catalog::access::AccessRule {
+                        when: Some("\"sre\" in claims.groups".into()),
+                        ..Default::default()
+                    },
+                ],
+            }),
         },
     );
     u.status = Some(McpUpstreamStatus {

@@ -570,17 +570,26 @@ impl Check {
 /// point, so it is linear in practice and never worse than
 /// `O(pattern × name)`.
 pub fn glob(pattern: &str, name: &str) -> bool {
+    // Tool names are ASCII; bytes then are characters, and nothing is
+    // allocated per match.
+    if pattern.is_ascii() && name.is_ascii() {
+        return glob_in(pattern.as_bytes(), name.as_bytes(), b'*', b'?');
+    }
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
+    glob_in(&p, &n, '*', '?')
+}
+
+fn glob_in<T: PartialEq + Copy>(p: &[T], n: &[T], any_run: T, any_one: T) -> bool {
     let (mut pi, mut ni) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
         match p.get(pi) {
-            Some('*') => {
+            Some(&c) if c == any_run => {
                 star = Some((pi, ni));
                 pi += 1;
             }
-            Some(&c) if c == '?' || c == n[ni] => {
+            Some(&c) if c == any_one || c == n[ni] => {
                 pi += 1;
                 ni += 1;
             }
@@ -594,7 +603,7 @@ pub fn glob(pattern: &str, name: &str) -> bool {
             },
         }
     }
-    p[pi..].iter().all(|&c| c == '*')
+    p[pi..].iter().all(|&c| c == any_run)
 }
 
 #[cfg(test)]

@@ -14,9 +14,9 @@ use gateway::config::GatewayConfig;
 use gateway::snapshot::Provenance;
 use gateway::EdgeOptions;
 use rmcp::model::{ErrorCode, ProtocolVersion, SubscriptionFilter};
+use rmcp::service::ClientServiceExt;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::service::ClientServiceExt;
 use rmcp::ServiceExt;
 use serde_json::json;
 

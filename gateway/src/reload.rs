@@ -63,9 +63,12 @@ impl ToolDiff {
 /// Compares two snapshots by tool name and content fingerprint, and by
 /// each upstream's access policy.
 pub fn diff(old: &Snapshot, new: &Snapshot) -> ToolDiff {
-    let mut d = ToolDiff::default();
-    d.access = new.access_changed(old);
-    d.prefixes.extend(d.access.iter().cloned());
+    let access = new.access_changed(old);
+    let mut d = ToolDiff {
+        prefixes: access.iter().cloned().collect(),
+        access,
+        ..ToolDiff::default()
+    };
     for t in new.tools(None) {
         match old.tool(&t.def.name) {
             None => {

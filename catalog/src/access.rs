@@ -5,9 +5,34 @@
 //!
 //! The same types are embedded in the McpUpstream schema (feature
 //! `schemars`), so the CRD and the gateway config read alike.
+//!
+//! **Deciding.** [`AccessPolicy::compile`] checks a policy once, when a
+//! catalog or snapshot is built: each `when` is parsed as CEL (the `cel`
+//! crate) into a program kept in the [`CompiledAccess`], so deciding never
+//! parses. A decision then has two steps: [`CompiledAccess::grants_for`]
+//! evaluates what depends on the caller alone (its scopes, each `when`)
+//! once, and [`Grants::allows`] matches the resulting rules against each
+//! tool (its name without the prefix, its `readOnlyHint`). A listing of a
+//! thousand tools evaluates each `when` once, not a thousand times.
+//!
+//! **Failing closed.** A `when` that errors at evaluation (a claim the
+//! token lacks, a type mismatch) or yields anything but `true` grants
+//! nothing. A caller without identity (the gateway in open mode) is the
+//! anonymous principal: no `subject` variable at all, no scopes, no claims,
+//! so a rule that needs any of them never grants it.
+//!
+//! **Hostile input.** Policies are written by tenants of a shared gateway,
+//! so an expression is bounded before it is parsed (length, nesting: the
+//! parser recurses per nesting level) and after (comprehensions, which
+//! are the only loops CEL has), and may only read its three variables.
 
 use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::{Arc, LazyLock};
 
+use cel::common::ast::{EntryExpr, Expr};
+use cel::objects::Value as CelValue;
+use cel::parser::Expression;
 use serde::{Deserialize, Serialize};
 
 /// Rules granting callers access to an upstream's tools. A caller may see
@@ -29,11 +54,17 @@ pub struct AccessPolicy {
 pub struct AccessRule {
     /// Scopes the caller must all hold. Empty: no scope needed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    #[cfg_attr(feature = "schemars", schemars(length(max = 64)))]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(max = 64), inner(length(min = 1, max = 256)))
+    )]
     pub scopes: Vec<String>,
     /// Globs (`*`, `?`) over tool names without the prefix, e.g.
-    /// `get_*`. Default: `["*"]`.
-    #[cfg_attr(feature = "schemars", schemars(length(max = 256)))]
+    /// `get_*` for `pets__get_pet`. Default: `["*"]`.
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(max = 256), inner(length(min = 1, max = 128)))
+    )]
     pub tools: Vec<String>,
     /// Only tools annotated `readOnlyHint: true`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -204,3 +235,479 @@ pub enum DefaultAccess {
     /// Nobody: each upstream must grant access itself.
     Deny,
 }
+
+/// Longest `when`, in bytes (also the CRD's `maxLength`).
+pub const MAX_WHEN_BYTES: usize = 4096;
+/// Deepest nesting of `(`, `[`, `{` and `? :` in a `when`. The parser
+/// recurses through about a dozen grammar rules per level, so this is
+/// what keeps a hostile expression from overflowing a thread's stack.
+pub const MAX_WHEN_NESTING: usize = 24;
+/// Comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`) in one
+/// `when`, and how deeply they may nest. Each loops over a list from a
+/// token (bounded by the authenticator's token size cap); nesting them
+/// multiplies the work, and chaining `map`s can double a value each time.
+pub const MAX_COMPREHENSIONS: usize = 4;
+pub const MAX_COMPREHENSION_NESTING: usize = 1;
+
+/// The variables a `when` may read.
+const VARIABLES: [&str; 3] = ["subject", "scopes", "claims"];
+/// Type names a `when` may mention, as in `type(x) == string`.
+const TYPE_NAMES: [&str; 11] = [
+    "bool",
+    "bytes",
+    "double",
+    "dyn",
+    "int",
+    "list",
+    "map",
+    "null_type",
+    "string",
+    "type",
+    "uint",
+];
+
+/// Where a policy was written, so errors name its fields the way the user
+/// wrote them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicySite {
+    /// `spec.access` of an McpUpstream.
+    McpUpstream,
+    /// `upstreams.<prefix>.access` of the gateway config.
+    GatewayConfig { prefix: String },
+}
+
+impl fmt::Display for PolicySite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PolicySite::McpUpstream => f.write_str("spec.access"),
+            PolicySite::GatewayConfig { prefix } => write!(f, "upstreams.{prefix}.access"),
+        }
+    }
+}
+
+/// A field of one rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleField {
+    When,
+    /// `tools[i]`.
+    Tools(usize),
+}
+
+/// A field of a policy: `spec.access.rules[2].when`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessField {
+    pub site: PolicySite,
+    pub rule: usize,
+    pub field: RuleField,
+}
+
+impl fmt::Display for AccessField {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.rules[{}].", self.site, self.rule)?;
+        match self.field {
+            RuleField::When => f.write_str("when"),
+            RuleField::Tools(i) => write!(f, "tools[{i}]"),
+        }
+    }
+}
+
+/// A policy that cannot be enforced, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct AccessError {
+    pub field: AccessField,
+    pub message: String,
+}
+
+impl AccessPolicy {
+    /// Checks every rule and compiles its `when`; the error names the
+    /// first bad field as written at `site`.
+    pub fn compile(&self, site: &PolicySite) -> Result<CompiledAccess, AccessError> {
+        let err = |rule: usize, field: RuleField, message: String| AccessError {
+            field: AccessField {
+                site: site.clone(),
+                rule,
+                field,
+            },
+            message,
+        };
+        let mut rules = Vec::with_capacity(self.rules.len());
+        for (i, r) in self.rules.iter().enumerate() {
+            for (j, g) in r.tools.iter().enumerate() {
+                if g.is_empty() {
+                    return Err(err(
+                        i,
+                        RuleField::Tools(j),
+                        "an empty glob matches no tool".into(),
+                    ));
+                }
+            }
+            let when = match &r.when {
+                None => None,
+                Some(src) => Some(compile_when(src).map_err(|m| err(i, RuleField::When, m))?),
+            };
+            rules.push(CompiledRule {
+                scopes: r.scopes.clone(),
+                tools: r.tools.clone(),
+                read_only: r.read_only,
+                when,
+            });
+        }
+        Ok(CompiledAccess { rules })
+    }
+}
+
+/// A policy ready to decide: see the module docs.
+#[derive(Debug)]
+pub struct CompiledAccess {
+    rules: Vec<CompiledRule>,
+}
+
+#[derive(Debug)]
+struct CompiledRule {
+    scopes: Vec<String>,
+    tools: Vec<String>,
+    read_only: bool,
+    when: Option<When>,
+}
+
+/// A compiled `when`. The source is kept for the debug log of a failed
+/// evaluation.
+struct When {
+    source: String,
+    expr: Expression,
+}
+
+impl fmt::Debug for When {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("When").field(&self.source).finish()
+    }
+}
+
+/// What access rules know of a tool.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolInfo<'a> {
+    /// The tool's name without `{prefix}{separator}`
+    /// ([`crate::UpstreamCatalog::base_name`]).
+    pub base_name: &'a str,
+    /// Its `readOnlyHint`.
+    pub read_only: bool,
+}
+
+impl<'a> ToolInfo<'a> {
+    /// The view of `tool` of `upstream`. A name without the upstream's
+    /// prefix (which the compiler never produces) is matched whole.
+    pub fn of(upstream: &crate::UpstreamCatalog, tool: &'a crate::Tool) -> ToolInfo<'a> {
+        ToolInfo {
+            base_name: upstream.base_name(&tool.name).unwrap_or(&tool.name),
+            read_only: tool.annotations.read_only_hint == Some(true),
+        }
+    }
+}
+
+impl CompiledAccess {
+    /// The rules whose conditions `principal` (`None`: anonymous) meets.
+    pub fn grants_for(&self, principal: Option<&Principal>) -> Grants<'_> {
+        let mut vars = None;
+        let rules = self
+            .rules
+            .iter()
+            .filter(|r| {
+                let scopes = principal.map(|p| &p.scopes);
+                if !r
+                    .scopes
+                    .iter()
+                    .all(|s| scopes.is_some_and(|held| held.contains(s)))
+                {
+                    return false;
+                }
+                match &r.when {
+                    None => true,
+                    Some(w) => w.holds(vars.get_or_insert_with(|| Variables::of(principal))),
+                }
+            })
+            .collect();
+        Grants { rules }
+    }
+
+    /// Whether `principal` may see and call `tool`. To decide for many
+    /// tools, call [`CompiledAccess::grants_for`] once instead.
+    pub fn grants(&self, principal: Option<&Principal>, tool: &ToolInfo<'_>) -> bool {
+        self.grants_for(principal).allows(tool)
+    }
+}
+
+/// The rules one caller meets; decides per tool.
+#[derive(Debug)]
+pub struct Grants<'a> {
+    rules: Vec<&'a CompiledRule>,
+}
+
+impl Grants<'_> {
+    pub fn allows(&self, tool: &ToolInfo<'_>) -> bool {
+        self.rules.iter().any(|r| {
+            (!r.read_only || tool.read_only) && r.tools.iter().any(|g| glob(g, tool.base_name))
+        })
+    }
+
+    /// Whether no tool at all is granted.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+}
+
+/// The CEL values of one principal, converted once per decision.
+struct Variables {
+    subject: Option<CelValue>,
+    scopes: CelValue,
+    claims: CelValue,
+}
+
+impl Variables {
+    fn of(principal: Option<&Principal>) -> Variables {
+        match principal {
+            None => Variables {
+                subject: None,
+                scopes: CelValue::List(Arc::new(Vec::new())),
+                claims: empty_map(),
+            },
+            Some(p) => Variables {
+                subject: Some(CelValue::String(Arc::new(p.subject.clone()))),
+                scopes: CelValue::List(Arc::new(
+                    p.scopes
+                        .iter()
+                        .map(|s| CelValue::String(Arc::new(s.clone())))
+                        .collect(),
+                )),
+                // Claims are JSON, which always converts; should it not,
+                // rules reading claims fail (closed) on the empty map.
+                claims: cel::to_value(&p.claims).unwrap_or_else(|_| empty_map()),
+            },
+        }
+    }
+}
+
+fn empty_map() -> CelValue {
+    cel::to_value(serde_json::Map::new()).unwrap_or(CelValue::Null)
+}
+
+/// The standard library, without the optional syntax (`a.?b`): what a
+/// `when` may use. Built once; programs do not depend on it after parsing.
+static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
+    Arc::new(
+        cel::Env::default()
+            .with_optional_support(false)
+            .with_stdlib(),
+    )
+});
+
+impl When {
+    fn holds(&self, vars: &Variables) -> bool {
+        let mut ctx = cel::Context::with_env(ENV.clone());
+        if let Some(s) = &vars.subject {
+            ctx.add_variable_from_value("subject", s.clone());
+        }
+        ctx.add_variable_from_value("scopes", vars.scopes.clone());
+        ctx.add_variable_from_value("claims", vars.claims.clone());
+        match CelValue::resolve(&self.expr, &ctx) {
+            Ok(CelValue::Bool(b)) => b,
+            Ok(other) => {
+                tracing::debug!(when = %self.source, result = ?other.type_of(), "access rule condition is not a bool: no grant");
+                false
+            }
+            Err(e) => {
+                tracing::debug!(when = %self.source, error = %e, "access rule condition failed: no grant");
+                false
+            }
+        }
+    }
+}
+
+/// Bounds, parses and checks one `when`.
+fn compile_when(src: &str) -> Result<When, String> {
+    if src.len() > MAX_WHEN_BYTES {
+        return Err(format!(
+            "the expression is {} bytes, over the limit of {MAX_WHEN_BYTES}",
+            src.len()
+        ));
+    }
+    let depth = nesting(src);
+    if depth > MAX_WHEN_NESTING {
+        return Err(format!(
+            "the expression nests {depth} levels deep, over the limit of {MAX_WHEN_NESTING}"
+        ));
+    }
+    let expr = cel::Env::stdlib()
+        .with_optional_support(false)
+        .parser()
+        // NB: the pre-check above counts tokens, the parser counts
+        // grammar levels; both stop far below what overflows a stack.
+        .max_recursion_depth(u16::try_from(MAX_WHEN_NESTING * 4).unwrap_or(u16::MAX))
+        .parse(src)
+        .map_err(|e| format!("invalid CEL: {e}"))?;
+    let mut check = Check::default();
+    check.walk(&expr, &mut Vec::new(), 0)?;
+    Ok(When {
+        source: src.to_string(),
+        expr,
+    })
+}
+
+/// Deepest nesting of brackets and conditionals outside string literals.
+/// Errs high: an unbalanced closer never lowers it below zero, and a
+/// conditional counts as one level from its `?` to the end.
+fn nesting(src: &str) -> usize {
+    let b = src.as_bytes();
+    let (mut depth, mut max, mut cond) = (0usize, 0usize, 0usize);
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            q @ (b'"' | b'\'') => {
+                let raw = i > 0 && matches!(b[i - 1], b'r' | b'R');
+                let triple = b.get(i + 1) == Some(&q) && b.get(i + 2) == Some(&q);
+                i += if triple { 3 } else { 1 };
+                while i < b.len() {
+                    if b[i] == b'\\' && !raw {
+                        i += 2;
+                        continue;
+                    }
+                    if b[i] == q
+                        && (!triple || (b.get(i + 1) == Some(&q) && b.get(i + 2) == Some(&q)))
+                    {
+                        i += if triple { 3 } else { 1 };
+                        break;
+                    }
+                    i += 1;
+                }
+                continue;
+            }
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'?' => cond += 1,
+            _ => {}
+        }
+        max = max.max(depth + cond);
+        i += 1;
+    }
+    max
+}
+
+/// What a parsed `when` may contain.
+#[derive(Default)]
+struct Check {
+    comprehensions: usize,
+}
+
+impl Check {
+    /// `bound`: comprehension variables in scope; `loops`: enclosing
+    /// comprehensions. The parser's recursion limit bounds the depth.
+    fn walk(
+        &mut self,
+        e: &Expression,
+        bound: &mut Vec<String>,
+        loops: usize,
+    ) -> Result<(), String> {
+        match &e.expr {
+            Expr::Unspecified | Expr::Literal(_) => Ok(()),
+            Expr::Ident(name) => {
+                if VARIABLES.contains(&name.as_str())
+                    || TYPE_NAMES.contains(&name.as_str())
+                    || bound.iter().any(|b| b == name)
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "unknown variable {name:?}: a condition can read subject, scopes and claims"
+                    ))
+                }
+            }
+            Expr::Call(c) => {
+                if let Some(t) = &c.target {
+                    self.walk(t, bound, loops)?;
+                }
+                c.args.iter().try_for_each(|a| self.walk(a, bound, loops))
+            }
+            Expr::Select(s) => self.walk(&s.operand, bound, loops),
+            Expr::List(l) => l
+                .elements
+                .iter()
+                .try_for_each(|a| self.walk(a, bound, loops)),
+            Expr::Map(m) => m.entries.iter().try_for_each(|entry| match &entry.expr {
+                EntryExpr::MapEntry(me) => {
+                    self.walk(&me.key, bound, loops)?;
+                    self.walk(&me.value, bound, loops)
+                }
+                EntryExpr::StructField(f) => self.walk(&f.value, bound, loops),
+            }),
+            Expr::Struct(_) => Err("message construction is not supported".into()),
+            Expr::Comprehension(c) => {
+                self.comprehensions += 1;
+                if self.comprehensions > MAX_COMPREHENSIONS {
+                    return Err(format!(
+                        "more than {MAX_COMPREHENSIONS} comprehensions (all, exists, exists_one, map, filter)"
+                    ));
+                }
+                if loops + 1 > MAX_COMPREHENSION_NESTING {
+                    return Err(format!(
+                        "comprehensions (all, exists, exists_one, map, filter) nest more than {MAX_COMPREHENSION_NESTING} deep"
+                    ));
+                }
+                self.walk(&c.iter_range, bound, loops)?;
+                self.walk(&c.accu_init, bound, loops)?;
+                let before = bound.len();
+                bound.push(c.iter_var.clone());
+                bound.extend(c.iter_var2.clone());
+                bound.push(c.accu_var.clone());
+                let inner = [&c.loop_cond, &c.loop_step, &c.result]
+                    .into_iter()
+                    .try_for_each(|x| self.walk(x, bound, loops + 1));
+                bound.truncate(before);
+                inner
+            }
+        }
+    }
+}
+
+/// `*` (any run, also empty) and `?` (one character) over the whole of
+/// `name`; everything else is literal. Iterative with one backtrack
+/// point, so it is linear in practice and never worse than
+/// `O(pattern × name)`.
+pub fn glob(pattern: &str, name: &str) -> bool {
+    // Tool names are ASCII; bytes then are characters, and nothing is
+    // allocated per match.
+    if pattern.is_ascii() && name.is_ascii() {
+        return glob_in(pattern.as_bytes(), name.as_bytes(), b'*', b'?');
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    glob_in(&p, &n, '*', '?')
+}
+
+fn glob_in<T: PartialEq + Copy>(p: &[T], n: &[T], any_run: T, any_one: T) -> bool {
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some(&c) if c == any_run => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == any_one || c == n[ni] => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == any_run)
+}
+
+#[cfg(test)]
+mod tests;

@@ -74,6 +74,14 @@ impl Catalog {
 pub struct UpstreamCatalog {
     /// The tool prefix; every tool name starts with `{prefix}{separator}`.
     pub prefix: String,
+    /// Between prefix and base name (`naming.separator`). Written only
+    /// when it is not the default `__`, so default catalogs keep their
+    /// bytes and hashes.
+    #[serde(
+        default = "default_separator",
+        skip_serializing_if = "is_default_separator"
+    )]
+    pub separator: String,
     /// sha256 of this upstream's canonical JSON with `hash` empty.
     pub hash: String,
     /// What the source document says about itself.
@@ -93,7 +101,22 @@ pub struct UpstreamCatalog {
     pub rejected: Vec<Rejected>,
 }
 
+fn default_separator() -> String {
+    crate::prefix::SHARED_SEPARATOR.to_string()
+}
+
+fn is_default_separator(s: &str) -> bool {
+    s == crate::prefix::SHARED_SEPARATOR
+}
+
 impl UpstreamCatalog {
+    /// `name` without `{prefix}{separator}`: what access rules' tool globs
+    /// match. `None` for a name of another upstream.
+    pub fn base_name<'a>(&self, name: &'a str) -> Option<&'a str> {
+        name.strip_prefix(self.prefix.as_str())?
+            .strip_prefix(self.separator.as_str())
+    }
+
     /// Recomputes [`UpstreamCatalog::hash`] from the content.
     pub fn seal(&mut self) {
         self.hash = String::new();

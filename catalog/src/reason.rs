@@ -71,6 +71,10 @@ reasons! {
     InvalidSettings,
     /// An `x-mcp-*` transform does not compile.
     TransformInvalid,
+    /// A rule of `spec.access` cannot be enforced: its `when` is not valid
+    /// CEL, too large or too deeply nested, or reads an unknown variable
+    /// (the message names `spec.access.rules[i].when` and the CEL error).
+    InvalidAccessRule,
     /// Two operations compile to one tool name and `naming.conflictResolution`
     /// is `error`.
     NameConflict,

@@ -186,6 +186,20 @@ pub struct McpUpstreamSpec {
     /// no identity header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_identity: Option<catalog::access::ForwardIdentity>,
+
+    /// Who may see and call this upstream's tools: a caller sees in
+    /// `tools/list`, and may call, exactly the tools some rule grants it;
+    /// other tools answer as if they did not exist. A rule grants its
+    /// `tools` (globs over names without the prefix, narrowed to
+    /// `readOnlyHint` tools by `readOnly`) to callers holding all its
+    /// `scopes` for whom its CEL `when` (over `subject`, `scopes`,
+    /// `claims`) is true; a `when` that fails or is not a bool grants
+    /// nothing. A rule that does not compile fails the upstream with
+    /// `InvalidAccessRule` and the last good version keeps serving.
+    /// Optional; absent means the gateway's `defaultAccess` (allow, unless
+    /// configured otherwise); `rules: []` means nobody.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<catalog::access::AccessPolicy>,
 }
 
 impl McpUpstream {
@@ -578,6 +592,8 @@ pub struct McpUpstreamStatus {
     /// - compiling: `InvalidSettings`, `TransformInvalid`, `NameConflict`,
     ///   `CatalogTooLarge` (over the compiler's or the operator's
     ///   `--max-upstream-bytes` limit);
+    /// - access: `InvalidAccessRule` (a rule of `spec.access` does not
+    ///   compile; the message names `spec.access.rules[i].when`);
     /// - the cluster: `PrefixConflict` (an older McpUpstream holds
     ///   `toolPrefix`), `SecretNotFound`, `SecretAccessDenied` (the
     ///   Secret's namespace has not granted the operator access),

@@ -121,7 +121,25 @@ pub fn parse_file(text: &str) -> Result<GatewayFile, String> {
     if text.trim().is_empty() {
         return Ok(GatewayFile::default());
     }
-    yaml_serde::from_str(text).map_err(|e| e.to_string())
+    let file: GatewayFile = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+    check_access(&file.gateway_config())?;
+    Ok(file)
+}
+
+/// Refuses access rules that do not compile, naming the field
+/// (`upstreams.<prefix>.access.rules[i].when`), so a bad `--config` stops
+/// the gateway at start-up instead of leaving it unready. A snapshot
+/// build checks them again, for configs from elsewhere.
+fn check_access(config: &GatewayConfig) -> Result<(), String> {
+    for (prefix, upstream) in &config.upstreams {
+        if let Some(policy) = &upstream.access {
+            let site = catalog::access::PolicySite::GatewayConfig {
+                prefix: prefix.clone(),
+            };
+            policy.compile(&site).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
 }
 
 /// Reading a [`SecretRef`]'s value: I/O, so it lives here, not with the type.
@@ -224,6 +242,19 @@ upstreams:
         assert!(parse_file("inbound: {}\n").unwrap().upstreams.is_none());
         assert!(parse("inbound: {jwt: []}\n").is_ok());
         assert!(parse_file("inbound: {jwks: []}\n").is_err());
+    }
+
+    #[test]
+    fn access_rules_that_do_not_compile_are_refused_naming_the_field() {
+        let e = parse(
+            "upstreams:\n  pets:\n    access:\n      rules:\n        - {scopes: [a]}\n        - {when: 'claims.groups.exists('}\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("upstreams.pets.access.rules[1].when: invalid CEL"),
+            "{e}"
+        );
+        parse("upstreams:\n  pets:\n    access:\n      rules:\n        - {when: '\"sre\" in claims.groups'}\n").unwrap();
     }
 
     #[test]

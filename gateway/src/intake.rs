@@ -39,7 +39,8 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde::Deserialize;
 use tower_service::Service;
 
-use crate::server::McpService;
+use crate::inbound::Caller;
+use crate::server::{with_request_caller, McpService};
 use crate::session::{Intake, ReplicaSessions, SessionLimit};
 
 /// Default cap on an MCP request body: 4 MiB (rmcp's own default).
@@ -121,7 +122,8 @@ pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {
 
 async fn call(ep: &McpEndpoint, intake: Intake, req: Request) -> Response {
     let mut svc = ep.service.clone();
-    match intake.scope(svc.call(req)).await {
+    let caller = req.extensions().get::<Arc<Caller>>().cloned();
+    match with_request_caller(caller, intake.scope(svc.call(req))).await {
         Ok(r) => with_payloads(r.into_response()),
         Err(never) => match never {},
     }

@@ -93,7 +93,7 @@ impl Default for EdgeOptions {
 
 impl AppState {
     pub fn new(store: Arc<CatalogStore>, opts: &EdgeOptions) -> Self {
-        let shared = Shared::new(store, opts.page_size);
+        let shared = Shared::new(store, opts.page_size, opts.default_access);
         shared.spawn_notifier();
         let mut cfg = StreamableHttpServerConfig::default()
             .with_allowed_hosts(opts.allowed_hosts.clone())

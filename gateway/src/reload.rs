@@ -36,13 +36,19 @@ pub struct ToolDiff {
     pub added: Vec<String>,
     pub removed: Vec<String>,
     pub modified: Vec<String>,
-    /// Prefixes of every added, removed or modified tool.
+    /// Prefixes whose access policy changed: what their tools' callers
+    /// may see changed, whatever the tools did.
+    pub access: Vec<String>,
+    /// Prefixes of every added, removed or modified tool, and of `access`.
     pub prefixes: BTreeSet<String>,
 }
 
 impl ToolDiff {
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.modified.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.modified.is_empty()
+            && self.access.is_empty()
     }
 
     /// Whether a session seeing `scope` (`None`: all tools) sees a change.
@@ -54,9 +60,15 @@ impl ToolDiff {
     }
 }
 
-/// Compares two snapshots by tool name and content fingerprint.
+/// Compares two snapshots by tool name and content fingerprint, and by
+/// each upstream's access policy.
 pub fn diff(old: &Snapshot, new: &Snapshot) -> ToolDiff {
-    let mut d = ToolDiff::default();
+    let access = new.access_changed(old);
+    let mut d = ToolDiff {
+        prefixes: access.iter().cloned().collect(),
+        access,
+        ..ToolDiff::default()
+    };
     for t in new.tools(None) {
         match old.tool(&t.def.name) {
             None => {
@@ -196,6 +208,7 @@ impl CatalogStore {
                 added = d.added.len(),
                 removed = d.removed.len(),
                 modified = d.modified.len(),
+                access_changed = ?d.access,
                 added_tools = ?first(&d.added),
                 removed_tools = ?first(&d.removed),
                 modified_tools = ?first(&d.modified),

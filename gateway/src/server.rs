@@ -11,12 +11,19 @@
 //!   `notifications/tools/list_changed`: sessions of the `initialize`
 //!   protocol versions get it on their stream, 2026-07-28 clients through
 //!   `subscriptions/listen`.
+//! - Access: each caller sees in `tools/list` exactly the tools its
+//!   upstreams' access rules grant it (filtered before paging, so cursors
+//!   index the caller's own list), and `tools/call` and [`get_tool`]
+//!   refuse the others exactly as they refuse an unknown tool, so a
+//!   refusal does not reveal that a tool exists. A reload that changes an
+//!   upstream's policy sends its sessions `list_changed`.
 //! - Protocol versions: 2025-06-18 and 2025-11-25 (sessions, via
 //!   `initialize`) and 2026-07-28 (stateless, per-request metadata); rmcp
 //!   serves the latter statelessly whatever the session setting.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,6 +38,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
 
+use crate::inbound::Caller;
 use crate::intake::McpEndpoint;
 use crate::reload::{CatalogStore, ToolDiff};
 use crate::session::{OnClose, ReplicaSessions, SessionKey, SessionLimit, SignedIdStore};
@@ -54,6 +62,8 @@ type Session = (Peer<RoleServer>, Option<Arc<str>>);
 pub struct Shared {
     pub store: Arc<CatalogStore>,
     pub page_size: usize,
+    /// Access to upstreams without an `access` policy.
+    pub default_access: catalog::access::DefaultAccess,
     sessions: Mutex<Vec<Session>>,
     prune_pending: AtomicBool,
     in_flight: AtomicUsize,
@@ -61,10 +71,15 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(store: Arc<CatalogStore>, page_size: usize) -> Arc<Self> {
+    pub fn new(
+        store: Arc<CatalogStore>,
+        page_size: usize,
+        default_access: catalog::access::DefaultAccess,
+    ) -> Arc<Self> {
         Arc::new(Shared {
             store,
             page_size: page_size.max(1),
+            default_access,
             sessions: Mutex::new(Vec::new()),
             prune_pending: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
@@ -197,6 +212,38 @@ impl McpHandler {
     fn in_scope(&self, prefix: &str) -> bool {
         self.scope.as_deref().is_none_or(|s| s == prefix)
     }
+
+    /// `name` if this endpoint serves it and the caller may call it.
+    fn visible<'a>(
+        &self,
+        snapshot: &'a crate::snapshot::Snapshot,
+        name: &str,
+        principal: Option<&'a catalog::access::Principal>,
+    ) -> Option<&'a Arc<crate::snapshot::ToolEntry>> {
+        snapshot
+            .tool(name)
+            .filter(|t| self.in_scope(&t.prefix))
+            .filter(|t| {
+                snapshot
+                    .caller_access(principal, self.shared.default_access)
+                    .allows(t)
+            })
+    }
+}
+
+tokio::task_local! {
+    /// The verified caller of the HTTP request rmcp is handling (`None`
+    /// in open mode), for [`McpHandler::get_tool`].
+    static REQUEST_CALLER: Option<Arc<Caller>>;
+}
+
+/// Runs `fut` (rmcp handling one HTTP request) with the request's
+/// verified caller in reach of [`McpHandler::get_tool`].
+pub(crate) async fn with_request_caller<F: Future>(
+    caller: Option<Arc<Caller>>,
+    fut: F,
+) -> F::Output {
+    REQUEST_CALLER.scope(caller, fut).await
 }
 
 impl ServerHandler for McpHandler {
@@ -227,16 +274,22 @@ impl ServerHandler for McpHandler {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let call_ctx = crate::inbound::caller_of(&context);
+        let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
         let snapshot = self.shared.store.load();
+        let mut access = snapshot.caller_access(principal, self.shared.default_access);
         let start = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(c) => c.parse::<usize>().map_err(|_| crate::error::bad_cursor())?,
         };
         let size = self.shared.page_size;
         let mut tools: Vec<Tool> = Vec::with_capacity(size.min(snapshot.tool_count()));
-        let mut iter = snapshot.tools(self.scope.as_deref()).skip(start);
+        let mut iter = snapshot
+            .tools(self.scope.as_deref())
+            .filter(|t| access.allows(t))
+            .skip(start);
         let mut schema_bytes = 0;
         for t in iter.by_ref().take(size) {
             schema_bytes += t.schema_len();
@@ -263,11 +316,10 @@ impl ServerHandler for McpHandler {
         let call_ctx = crate::inbound::caller_of(&context);
         // One snapshot for the whole call: a reload never splits it.
         let snapshot = self.shared.store.load();
-        let Some(tool) = snapshot
-            .tool(&request.name)
-            .filter(|t| self.in_scope(&t.prefix))
-            .cloned()
-        else {
+        let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
+        let Some(tool) = self.visible(&snapshot, &request.name, principal).cloned() else {
+            // NB: the same error for a tool the caller may not call, so
+            // the answer does not say whether it exists.
             return Err(crate::error::unknown_tool(&request.name));
         };
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
@@ -279,11 +331,14 @@ impl ServerHandler for McpHandler {
         Ok(result.into())
     }
 
+    /// rmcp asks for a tool's schema, without a request context, to check
+    /// the `Mcp-Param-*` headers of a `tools/call`; the caller comes from
+    /// [`with_request_caller`]. Outside a request nothing is visible: to
+    /// rmcp that only means "not validated here", and `call_tool` decides.
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        let caller = REQUEST_CALLER.try_with(Clone::clone).ok()?;
         let snapshot = self.shared.store.load();
-        snapshot
-            .tool(name)
-            .filter(|t| self.in_scope(&t.prefix))
+        self.visible(&snapshot, name, caller.as_deref().map(|c| &c.principal))
             .map(|t| t.mcp().clone())
     }
 

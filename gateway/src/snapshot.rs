@@ -20,11 +20,19 @@
 //! Upstream runtimes (connection pools, cached OAuth2 tokens) are reused
 //! across snapshots while an upstream's settings and secrets are unchanged;
 //! see [`RuntimeCache`].
+//!
+//! **Access.** Each upstream's `access` policy is compiled with the
+//! snapshot (a rule that does not compile fails the build, naming
+//! `upstreams.<prefix>.access.rules[i]...`), and [`Snapshot::caller_access`]
+//! decides which tools one caller may see and call.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use catalog::access::{
+    AccessPolicy, CompiledAccess, DefaultAccess, Grants, PolicySite, Principal, ToolInfo,
+};
 use catalog::transform::JqProgram;
 use catalog::{Catalog, OutputWrap};
 use jsonschema::Validator;
@@ -59,6 +67,9 @@ pub struct ToolEntry {
     pub error_jq: Option<JqProgram>,
     /// sha256 of the tool's catalog JSON: decides "modified" on reload.
     pub fingerprint: String,
+    /// Where the name without `{prefix}{separator}` starts: what access
+    /// rules match.
+    base_start: usize,
 }
 
 /// A response validator, or why its schema does not compile.
@@ -88,6 +99,18 @@ fn compile_raw_text(text: &SchemaText) -> Result<Validator<RawJson>, String> {
 }
 
 impl ToolEntry {
+    /// What access rules know of this tool.
+    pub fn access_info(&self) -> ToolInfo<'_> {
+        ToolInfo {
+            base_name: self
+                .def
+                .name
+                .get(self.base_start..)
+                .unwrap_or(&self.def.name),
+            read_only: self.def.annotations.read_only_hint == Some(true),
+        }
+    }
+
     /// The input validator. `None` only if the schema stopped compiling
     /// between the snapshot build and now, which cannot happen; callers
     /// treat it as a defect rather than panic.
@@ -218,6 +241,16 @@ pub struct Snapshot {
     tools: Vec<Arc<ToolEntry>>,
     index: HashMap<String, usize>,
     prefixes: BTreeMap<String, Vec<usize>>,
+    /// Per prefix; absent for upstreams without an `access` policy.
+    access: HashMap<String, UpstreamAccess>,
+}
+
+/// One upstream's policy, as configured and compiled.
+#[derive(Clone)]
+struct UpstreamAccess {
+    /// Compared on reload: a changed policy changes what callers see.
+    source: AccessPolicy,
+    compiled: Arc<CompiledAccess>,
 }
 
 /// What a snapshot serves and since when, as `/status` reports it.
@@ -311,6 +344,7 @@ impl Snapshot {
             tools: Vec::new(),
             index: HashMap::new(),
             prefixes: BTreeMap::new(),
+            access: HashMap::new(),
         }
     }
 
@@ -326,6 +360,7 @@ impl Snapshot {
         let mut tools = Vec::with_capacity(catalog.tool_count());
         let mut index = HashMap::with_capacity(catalog.tool_count());
         let mut prefixes: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut access = HashMap::new();
         let default_cfg = UpstreamConfig::default();
         let mut pool = SchemaPool::default();
         for up in &catalog.upstreams {
@@ -358,17 +393,34 @@ impl Snapshot {
                 ),
             };
             next_cache.insert(up.prefix.clone(), (key, runtime.clone()));
+            if let Some(policy) = &cfg.access {
+                let site = PolicySite::GatewayConfig {
+                    prefix: up.prefix.clone(),
+                };
+                let compiled = policy
+                    .compile(&site)
+                    .map_err(|e| err(&e.field.to_string(), e.message))?;
+                access.insert(
+                    up.prefix.clone(),
+                    UpstreamAccess {
+                        source: policy.clone(),
+                        compiled: Arc::new(compiled),
+                    },
+                );
+            }
             let slot = prefixes.entry(up.prefix.clone()).or_default();
             for t in &up.tools {
-                let entry = build_tool(t, &up.prefix, runtime.clone(), &mut pool).map_err(
-                    |(field, message)| SnapshotError {
+                let base_start = up
+                    .base_name(&t.name)
+                    .map_or(0, |base| t.name.len() - base.len());
+                let entry = build_tool(t, &up.prefix, base_start, runtime.clone(), &mut pool)
+                    .map_err(|(field, message)| SnapshotError {
                         upstream: up.prefix.clone(),
                         tool: Some(t.name.clone()),
                         field,
                         message,
                         held_by: None,
-                    },
-                )?;
+                    })?;
                 if let Some(first) = index.insert(t.name.clone(), tools.len()) {
                     let held_by: &Arc<ToolEntry> = &tools[first];
                     return Err(SnapshotError {
@@ -394,6 +446,7 @@ impl Snapshot {
             tools,
             index,
             prefixes,
+            access,
         })
     }
 
@@ -434,6 +487,7 @@ impl Snapshot {
                     response_jq: t.response_jq.clone(),
                     error_jq: t.error_jq.clone(),
                     fingerprint: t.fingerprint.clone(),
+                    base_start: t.base_start,
                 })
             })
             .collect();
@@ -443,6 +497,7 @@ impl Snapshot {
             provenance: self.provenance.clone(),
             index: self.index.clone(),
             prefixes: self.prefixes.clone(),
+            access: self.access.clone(),
             tools,
         }
     }
@@ -476,11 +531,66 @@ impl Snapshot {
     pub fn prefixes(&self) -> impl Iterator<Item = &str> {
         self.prefixes.keys().map(String::as_str)
     }
+
+    /// Decides for one caller (`None`: anonymous, in open mode) which
+    /// tools it may see and call; upstreams without a policy follow
+    /// `default`.
+    pub fn caller_access<'a>(
+        &'a self,
+        principal: Option<&'a Principal>,
+        default: DefaultAccess,
+    ) -> CallerAccess<'a> {
+        CallerAccess {
+            snapshot: self,
+            principal,
+            default,
+            grants: HashMap::new(),
+        }
+    }
+
+    /// Prefixes served by both snapshots whose access policy differs.
+    pub fn access_changed(&self, old: &Snapshot) -> Vec<String> {
+        self.prefixes()
+            .filter(|p| old.has_prefix(p))
+            .filter(|&p| {
+                self.access.get(p).map(|a| &a.source) != old.access.get(p).map(|a| &a.source)
+            })
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// One caller's view of a snapshot: each upstream's rules are evaluated
+/// for the caller once, on its first tool, then matched per tool.
+pub struct CallerAccess<'a> {
+    snapshot: &'a Snapshot,
+    principal: Option<&'a Principal>,
+    default: DefaultAccess,
+    /// Per prefix; `None` for an upstream without a policy.
+    grants: HashMap<&'a str, Option<Grants<'a>>>,
+}
+
+impl<'a> CallerAccess<'a> {
+    /// Whether the caller may see and call `tool`.
+    pub fn allows(&mut self, tool: &'a ToolEntry) -> bool {
+        let (snapshot, principal) = (self.snapshot, self.principal);
+        let grants = self.grants.entry(tool.prefix.as_str()).or_insert_with(|| {
+            snapshot
+                .access
+                .get(&tool.prefix)
+                .map(|a| a.compiled.grants_for(principal))
+        });
+        match grants {
+            None => self.default == DefaultAccess::Allow,
+            Some(g) => g.allows(&tool.access_info()),
+        }
+    }
 }
 
 fn build_tool(
     t: &catalog::Tool,
     prefix: &str,
+    base_start: usize,
     upstream: Arc<UpstreamRuntime>,
     pool: &mut SchemaPool,
 ) -> Result<ToolEntry, (String, String)> {
@@ -562,6 +672,7 @@ fn build_tool(
         response_jq: jq(&t.transforms.response, "transforms.response")?,
         error_jq: jq(&t.transforms.error, "transforms.error")?,
         fingerprint,
+        base_start,
     })
 }
 
@@ -570,7 +681,13 @@ fn build_tool(
 /// takes effect on the next reload).
 fn runtime_key(cfg: &UpstreamConfig, base: &Url) -> Result<String, crate::config::SecretError> {
     let mut h = Sha256::new();
-    h.update(serde_json::to_vec(cfg).unwrap_or_default());
+    // Who may call is decided before the runtime is reached: a new
+    // policy keeps the connection pool and cached tokens.
+    let settings = UpstreamConfig {
+        access: None,
+        ..cfg.clone()
+    };
+    h.update(serde_json::to_vec(&settings).unwrap_or_default());
     h.update(base.as_str());
     let mut secret = |s: &SecretRef, f: &str| -> Result<(), crate::config::SecretError> {
         h.update([0]);

@@ -1,5 +1,5 @@
 //! McpUpstream → the gateway's settings for it (base URL, HTTP settings,
-//! response validation, auth) and the credentials the gateway needs, read
+//! response validation, auth, access rules) and the credentials the gateway needs, read
 //! from the Secrets it names. Every failure names the field.
 
 use std::collections::BTreeMap;
@@ -105,6 +105,13 @@ pub async fn read(
             ));
         }
     }
+    // Compiled here to name the field as written; the gateway compiles
+    // it again when it builds its snapshot.
+    if let Some(policy) = &spec.access {
+        policy
+            .compile(&catalog::access::PolicySite::McpUpstream)
+            .map_err(|e| Failure::new(Reason::InvalidAccessRule, e.to_string()))?;
+    }
     let validation = spec.validation.clone().unwrap_or_default();
     let mut config = UpstreamConfig {
         base_url: Some(base_url),
@@ -132,6 +139,7 @@ pub async fn read(
             .then(|| validation.error_status.clone()),
         rate_limit: spec.rate_limit.clone(),
         forward_identity: spec.forward_identity.clone(),
+        access: spec.access.clone(),
         ..Default::default()
     };
     let mut creds = BTreeMap::new();

@@ -338,6 +338,7 @@ fn compile_document(
 
     let mut out = UpstreamCatalog {
         prefix: prefix.to_string(),
+        separator: options.naming.separator.clone(),
         hash: String::new(),
         source: SourceInfo {
             openapi_version: doc.version_string.clone(),

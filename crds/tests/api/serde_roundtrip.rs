@@ -110,6 +110,20 @@ fn full_upstream() -> McpUpstream {
             forward_identity: Some(catalog::access::ForwardIdentity {
                 header: "X-Forwarded-User".into(),
             }),
+            access: Some(catalog::access::AccessPolicy {
+                rules: vec![
+                    catalog::access::AccessRule {
+                        scopes: vec!["pets.read".into()],
+                        tools: vec!["get_*".into(), "list_*".into()],
+                        read_only: true,
+                        when: None,
+                    },
+                    catalog::access::AccessRule {
+                        when: Some("\"sre\" in claims.groups".into()),
+                        ..Default::default()
+                    },
+                ],
+            }),
         },
     );
     u.status = Some(McpUpstreamStatus {

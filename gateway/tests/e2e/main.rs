@@ -8,6 +8,8 @@ mod support;
 /// The recording test upstream.
 mod upstream;
 
+/// Access rules per upstream: who sees and calls which tools.
+mod access;
 /// Outbound auth as the upstream sees it.
 mod auth;
 /// tools/call: validation, request building, status routing, formats.

@@ -1289,3 +1289,79 @@ async fn rate_limit_identity_and_token_exchange_are_published() {
     assert!(msg.contains("spec.forwardIdentity.header"), "{msg}");
     op.stop().await;
 }
+
+/// `spec.access` reaches the gateway in the published runtime config; a
+/// rule that does not compile fails the upstream naming the field and the
+/// CEL error, and the last good version, rules included, keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_rules_are_published_and_a_bad_rule_keeps_the_last_good_version() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    let mut spec = inline(PETSTORE, "pets");
+    spec["access"] = json!({"rules": [
+        {"scopes": ["pets.read"], "tools": ["list_*", "fetch_*"], "readOnly": true},
+        {"when": "\"sre\" in claims.groups"},
+    ]});
+    w.apply_upstream(NS, "pets", spec).await;
+    wait_ready(&w, NS, "pets", "True", "Published").await;
+    let good = w.index().await.entry("pets").cloned().expect("published");
+    let published = w.read_published(&good).await;
+    let access = published.runtime.access.clone().expect("access published");
+    assert_eq!(access.rules.len(), 2);
+    assert_eq!(access.rules[0].tools, ["list_*", "fetch_*"]);
+    assert!(access.rules[0].read_only);
+    // The API server fills in the default glob.
+    assert_eq!(access.rules[1].tools, ["*"]);
+
+    // The schema bounds what a tenant may write.
+    let err = w
+        .upstreams(NS)
+        .patch(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"access": {"rules": [{"tools": [""]}]}}})),
+        )
+        .await
+        .expect_err("an empty glob is refused");
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422);
+            assert!(
+                s.message.contains("spec.access.rules[0].tools[0]"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("unexpected {other}"),
+    }
+
+    w.upstreams(NS)
+        .patch(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"access": {"rules": [
+                {"scopes": ["pets.read"]},
+                {"when": "claims.groups.exists(g, "},
+            ]}}})),
+        )
+        .await
+        .expect("patch");
+    let u = wait_ready(&w, NS, "pets", "False", "InvalidAccessRule").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("Ready");
+    assert!(
+        msg.starts_with("spec.access.rules[1].when: invalid CEL"),
+        "{msg}"
+    );
+    assert!(msg.contains("still serving the last good catalog"), "{msg}");
+    let (s, r, _) = cond(&u, "Published").expect("Published");
+    assert_eq!((s.as_str(), r.as_str()), ("True", "Stale"));
+    let still = w
+        .index()
+        .await
+        .entry("pets")
+        .cloned()
+        .expect("still published");
+    assert_eq!(still, good, "the last good version keeps serving");
+    assert_eq!(w.read_published(&still).await.runtime.access, Some(access));
+    op.stop().await;
+}

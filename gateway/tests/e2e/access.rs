@@ -1,0 +1,392 @@
+//! Access rules per upstream, as a real MCP client over HTTP sees them:
+//! `tools/list` shows exactly the granted tools, `tools/call` refuses the
+//! others exactly like an unknown tool, on `/mcp` and `/mcp/{prefix}`.
+//!
+//! Callers are anonymous here (the gateway in open mode). [`Caller`] is
+//! the seam for identities: once inbound authentication lands, a test
+//! passes its `Authorization` header and the same helpers apply.
+
+use std::collections::BTreeSet;
+
+use catalog::access::DefaultAccess;
+use catalog::Catalog;
+use gateway::config::GatewayConfig;
+use gateway::snapshot::Provenance;
+use gateway::EdgeOptions;
+use rmcp::model::{ErrorCode, ProtocolVersion, SubscriptionFilter};
+use rmcp::service::ClientServiceExt;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
+use serde_json::json;
+
+use crate::support::*;
+use crate::upstream::TestUpstream;
+
+/// Who calls: the request headers that identify it. Empty: anonymous.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    pub headers: Vec<(String, String)>,
+}
+
+impl Caller {
+    pub fn anonymous() -> Self {
+        Caller::default()
+    }
+}
+
+/// An MCP client (2025-11-25, with a session) sending `caller`'s headers
+/// on every request.
+pub async fn connect_caller(url: &str, caller: &Caller) -> Client {
+    connect_caller_as(url, caller, ProtocolVersion::V_2025_11_25).await
+}
+
+async fn connect_caller_as(url: &str, caller: &Caller, version: ProtocolVersion) -> Client {
+    gateway::upstream::install_crypto_provider();
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    for (k, v) in &caller.headers {
+        cfg.custom_headers.insert(
+            k.parse().expect("header name"),
+            v.parse().expect("header value"),
+        );
+    }
+    let transport = StreamableHttpClientTransport::from_config(cfg);
+    let client = if version == ProtocolVersion::V_2026_07_28 {
+        tokio::time::timeout(
+            WAIT,
+            Recorder::new(version).serve_with_lifecycle(
+                transport,
+                rmcp::service::ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            ),
+        )
+        .await
+    } else {
+        tokio::time::timeout(WAIT, Recorder::new(version).serve(transport)).await
+    };
+    client
+        .expect("timed out connecting the MCP client")
+        .expect("MCP client connects")
+}
+
+/// `pets`: two read-only GETs, a POST and a DELETE; `other`: one GET.
+fn access_catalog() -> Catalog {
+    let empty = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    let t = |name: &str, method: &str, path: &str, annotations: serde_json::Value| {
+        tool(
+            name,
+            method,
+            path,
+            empty.clone(),
+            json!([]),
+            json!({ "annotations": annotations }),
+        )
+    };
+    catalog_of(vec![
+        upstream(
+            "pets",
+            vec![
+                t(
+                    "pets__get_pet",
+                    "GET",
+                    "/pets/7",
+                    json!({"readOnlyHint": true}),
+                ),
+                t(
+                    "pets__list_pets",
+                    "GET",
+                    "/pets/7",
+                    json!({"readOnlyHint": true}),
+                ),
+                t("pets__create_pet", "POST", "/pets/7", json!({})),
+                t(
+                    "pets__delete_pet",
+                    "DELETE",
+                    "/empty",
+                    json!({"readOnlyHint": false, "destructiveHint": true}),
+                ),
+            ],
+        ),
+        upstream(
+            "other",
+            vec![t(
+                "other__ping",
+                "GET",
+                "/pets/7",
+                json!({"readOnlyHint": true}),
+            )],
+        ),
+    ])
+}
+
+/// The config for `up` with `rules` (YAML flow sequence) as the `pets`
+/// upstream's access rules; `None`: no policy.
+fn config(up: &TestUpstream, rules: Option<&str>) -> GatewayConfig {
+    let access = match rules {
+        Some(r) => format!("    access:\n      rules: {r}\n"),
+        None => String::new(),
+    };
+    config_for(&up.url, access.trim_end())
+}
+
+async fn names(client: &Client) -> BTreeSet<String> {
+    client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// Calling `name` fails exactly as calling a tool that does not exist.
+async fn refused_like_unknown(client: &Client, name: &str) {
+    let err = |r: Result<rmcp::model::CallToolResult, rmcp::ServiceError>| match r {
+        Err(rmcp::ServiceError::McpError(e)) => e,
+        other => panic!("{name}: expected an MCP error, got {other:?}"),
+    };
+    let denied = err(try_call(client, name, json!({})).await);
+    let unknown_name = format!("{name}_that_does_not_exist");
+    let unknown = err(try_call(client, &unknown_name, json!({})).await);
+    assert_eq!(denied.code, ErrorCode::INVALID_PARAMS, "{denied:?}");
+    assert_eq!(denied.code, unknown.code);
+    assert_eq!(
+        denied.message.replace(name, "NAME"),
+        unknown.message.replace(&unknown_name, "NAME"),
+    );
+    assert_eq!(denied.data, unknown.data);
+}
+
+#[tokio::test]
+async fn a_rule_needing_a_scope_hides_and_refuses_its_tools_from_anonymous_callers() {
+    let up = TestUpstream::start().await;
+    let rules = r#"[{scopes: [pets.write], tools: ["create_*", "delete_*"]}, {tools: ["get_*", "list_?ets"]}]"#;
+    let gw = start_gateway(&access_catalog(), config(&up, Some(rules))).await;
+    let anon = Caller::anonymous();
+
+    let all = connect_caller(&format!("{}/mcp", gw.url), &anon).await;
+    assert_eq!(
+        names(&all).await,
+        set(&["pets__get_pet", "pets__list_pets", "other__ping"])
+    );
+    let scoped = connect_caller(&format!("{}/mcp/pets", gw.url), &anon).await;
+    assert_eq!(
+        names(&scoped).await,
+        set(&["pets__get_pet", "pets__list_pets"])
+    );
+    let before = up.count();
+    for client in [&all, &scoped] {
+        refused_like_unknown(client, "pets__create_pet").await;
+        refused_like_unknown(client, "pets__delete_pet").await;
+        let r = call(client, "pets__get_pet", json!({})).await;
+        assert!(!is_error(&r), "{}", text(&r));
+    }
+    // Only the two granted calls reached the upstream.
+    assert_eq!(up.count(), before + 2);
+}
+
+#[tokio::test]
+async fn a_read_only_rule_shows_get_tools_and_hides_and_refuses_a_delete() {
+    let up = TestUpstream::start().await;
+    let gw = start_gateway(&access_catalog(), config(&up, Some("[{readOnly: true}]"))).await;
+    let anon = Caller::anonymous();
+    for path in ["/mcp", "/mcp/pets"] {
+        let client = connect_caller(&format!("{}{path}", gw.url), &anon).await;
+        let seen = names(&client).await;
+        assert!(
+            seen.contains("pets__get_pet") && seen.contains("pets__list_pets"),
+            "{seen:?}"
+        );
+        assert!(!seen.contains("pets__delete_pet"), "{seen:?}");
+        assert!(!seen.contains("pets__create_pet"), "{seen:?}");
+        refused_like_unknown(&client, "pets__delete_pet").await;
+    }
+    assert!(up.requests().iter().all(|r| r.method != "DELETE"));
+}
+
+#[tokio::test]
+async fn default_deny_hides_upstreams_without_a_policy() {
+    let up = TestUpstream::start().await;
+    let edge = EdgeOptions {
+        default_access: DefaultAccess::Deny,
+        ..EdgeOptions::default()
+    };
+    let gw = start_gateway_with(
+        &access_catalog(),
+        config(&up, Some(r#"[{tools: ["get_pet"]}]"#)),
+        edge,
+    )
+    .await;
+    let anon = Caller::anonymous();
+    let all = connect_caller(&format!("{}/mcp", gw.url), &anon).await;
+    assert_eq!(names(&all).await, set(&["pets__get_pet"]));
+    refused_like_unknown(&all, "other__ping").await;
+    let other = connect_caller(&format!("{}/mcp/other", gw.url), &anon).await;
+    assert!(names(&other).await.is_empty());
+    refused_like_unknown(&other, "other__ping").await;
+}
+
+#[tokio::test]
+async fn pages_hold_only_granted_tools_and_cursors_follow_them() {
+    let up = TestUpstream::start().await;
+    let mut tools = Vec::new();
+    for i in 0..7 {
+        let (method, ro) = if i % 2 == 0 {
+            ("GET", true)
+        } else {
+            ("DELETE", false)
+        };
+        tools.push(tool(
+            &format!("pets__t{i}"),
+            method,
+            "/pets/7",
+            json!({"type": "object"}),
+            json!([]),
+            json!({"annotations": {"readOnlyHint": ro}}),
+        ));
+    }
+    let cat = catalog_of(vec![
+        upstream("pets", tools),
+        upstream("other", other_tools()),
+    ]);
+    let edge = EdgeOptions {
+        page_size: 2,
+        ..EdgeOptions::default()
+    };
+    let gw = start_gateway_with(&cat, config(&up, Some("[{readOnly: true}]")), edge).await;
+    let client = connect_caller(&format!("{}/mcp/pets", gw.url), &Caller::anonymous()).await;
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let mut p = rmcp::model::PaginatedRequestParams::default();
+        p.cursor = cursor;
+        let page = client.list_tools(Some(p)).await.expect("page");
+        assert!(page.tools.len() <= 2);
+        seen.extend(page.tools.iter().map(|t| t.name.to_string()));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["pets__t0", "pets__t2", "pets__t4", "pets__t6"]);
+}
+
+#[tokio::test]
+async fn a_rule_that_does_not_compile_keeps_the_previous_version_served() {
+    let up = TestUpstream::start().await;
+    let good = config(&up, Some("[{readOnly: true}]"));
+    let gw = start_gateway(&access_catalog(), good).await;
+    let client = connect_caller(&format!("{}/mcp/pets", gw.url), &Caller::anonymous()).await;
+    let before = names(&client).await;
+    assert_eq!(before, set(&["pets__get_pet", "pets__list_pets"]));
+
+    // As Kubernetes mode installs: the catalog together with its config.
+    let mut bad = config(&up, None);
+    bad.upstreams.get_mut("pets").expect("pets").access = Some(
+        serde_json::from_value(json!({"rules": [{}, {"when": "claims.groups.exists(g, "}]}))
+            .expect("policy"),
+    );
+    let e = gw
+        .store
+        .install_with_config(access_catalog(), bad, Provenance::default())
+        .expect_err("a bad rule fails the build");
+    assert_eq!(e.upstream, "pets");
+    assert_eq!(e.field, "upstreams.pets.access.rules[1].when");
+    assert!(e.message.starts_with("invalid CEL"), "{}", e.message);
+    assert_eq!(names(&client).await, before);
+    refused_like_unknown(&client, "pets__delete_pet").await;
+
+    // And from a `--config` file, the gateway refuses to start, naming it.
+    let dir = crate::reload::tempdir("access-bad-config");
+    let (catalog, _) = write_slow_catalog_files(&dir, &up.url);
+    let config = dir.join("bad.yaml");
+    std::fs::write(
+        &config,
+        "upstreams:\n  pets:\n    access:\n      rules:\n        - when: 'subject =='\n",
+    )
+    .expect("write config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
+        .arg(&catalog)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("toolgate runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("upstreams.pets.access.rules[0].when: invalid CEL"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_policy_change_that_alters_visibility_sends_list_changed() {
+    let up = TestUpstream::start().await;
+    let gw = start_gateway(&access_catalog(), config(&up, Some("[{readOnly: true}]"))).await;
+    let anon = Caller::anonymous();
+    let client = connect_caller_as(
+        &format!("{}/mcp/pets", gw.url),
+        &anon,
+        ProtocolVersion::V_2026_07_28,
+    )
+    .await;
+    let mut sub = tokio::time::timeout(
+        WAIT,
+        client.listen(SubscriptionFilter::builder().tools_list_changed().build()),
+    )
+    .await
+    .expect("timed out opening subscriptions/listen")
+    .expect("listen accepted");
+    assert_eq!(
+        names(&client).await,
+        set(&["pets__get_pet", "pets__list_pets"])
+    );
+
+    // Same catalog, a policy that grants the DELETE too.
+    let d = gw
+        .store
+        .install_with_config(
+            access_catalog(),
+            config(&up, Some(r#"[{readOnly: true}, {tools: ["delete_*"]}]"#)),
+            Provenance::default(),
+        )
+        .expect("installs");
+    assert_eq!(d.access, ["pets"]);
+    assert!(d.affects(Some("pets")) && d.affects(None));
+    assert!(!d.affects(Some("other")));
+    let n = tokio::time::timeout(WAIT, sub.next())
+        .await
+        .expect("timed out waiting for list_changed")
+        .expect("subscription open")
+        .expect("a notification");
+    assert!(
+        matches!(
+            n,
+            rmcp::model::ServerNotification::ToolListChangedNotification(_)
+        ),
+        "{n:?}"
+    );
+    assert_eq!(
+        names(&client).await,
+        set(&["pets__get_pet", "pets__list_pets", "pets__delete_pet"])
+    );
+    let r = call(&client, "pets__delete_pet", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+
+    // The same policy again changes nothing.
+    let d = gw
+        .store
+        .install_with_config(
+            access_catalog(),
+            config(&up, Some(r#"[{readOnly: true}, {tools: ["delete_*"]}]"#)),
+            Provenance::default(),
+        )
+        .expect("installs");
+    assert!(d.is_empty(), "{d:?}");
+}

@@ -390,3 +390,109 @@ async fn a_policy_change_that_alters_visibility_sends_list_changed() {
         .expect("installs");
     assert!(d.is_empty(), "{d:?}");
 }
+
+// ---- with identities: tokens from the test identity provider ----------
+
+/// A gateway trusting `idp`'s tokens for audience `toolgate`, serving
+/// [`access_catalog`] with `rules` on `pets`; `defaultAccess` as the
+/// `inbound:` section of the file says.
+async fn gateway_with_idp(
+    idp: &toolgate_tests::idp::Idp,
+    up: &TestUpstream,
+    rules: &str,
+    default_access: &str,
+) -> Gateway {
+    let file = gateway::config::parse_file(&format!(
+        "inbound:\n  resource: https://mcp.example.com/mcp\n  defaultAccess: {default_access}\n  jwt:\n    - issuer: {}\n      audiences: [toolgate]\n",
+        idp.issuer()
+    ))
+    .expect("fixture inbound config parses");
+    let inbound = gateway::inbound::Inbound::from_config(&file.inbound, Default::default())
+        .await
+        .expect("fixture inbound config is valid");
+    let edge = EdgeOptions {
+        inbound,
+        default_access: file.inbound.default_access,
+        ..EdgeOptions::default()
+    };
+    start_gateway_with(&access_catalog(), config(up, Some(rules)), edge).await
+}
+
+fn bearer(token: String) -> Caller {
+    Caller {
+        headers: vec![("authorization".into(), format!("Bearer {token}"))],
+    }
+}
+
+#[tokio::test]
+async fn callers_see_and_call_what_their_scopes_and_groups_grant_on_both_endpoints() {
+    let (idp, up) = (
+        toolgate_tests::idp::Idp::start().await,
+        TestUpstream::start().await,
+    );
+    let rules = r#"[{scopes: [pets.read], readOnly: true}, {scopes: [pets.write], tools: ["create_*"]}, {when: '"sre" in claims.groups'}]"#;
+    let gw = gateway_with_idp(&idp, &up, rules, "deny").await;
+    let token = |scope: &str, groups: &[&str]| {
+        idp.token()
+            .aud("toolgate")
+            .scope(scope)
+            .groups(groups)
+            .mint()
+    };
+    let reader = bearer(token("pets.read", &["dev"]));
+    let writer = bearer(token("pets.read pets.write", &[]));
+    let nobody = bearer(token("other.read", &["dev"]));
+    let sre = bearer(token("", &["sre"]));
+
+    for path in ["/mcp", "/mcp/pets"] {
+        let url = format!("{}{path}", gw.url);
+        let r = connect_caller(&url, &reader).await;
+        assert_eq!(
+            names(&r).await,
+            set(&["pets__get_pet", "pets__list_pets"]),
+            "{path}: pets.read sees the read-only tools; `other` has no policy and the default is deny"
+        );
+        refused_like_unknown(&r, "pets__create_pet").await;
+        refused_like_unknown(&r, "pets__delete_pet").await;
+        let ok = call(&r, "pets__get_pet", json!({})).await;
+        assert!(!is_error(&ok), "{}", text(&ok));
+
+        let w = connect_caller(&url, &writer).await;
+        assert_eq!(
+            names(&w).await,
+            set(&["pets__get_pet", "pets__list_pets", "pets__create_pet"])
+        );
+        refused_like_unknown(&w, "pets__delete_pet").await;
+
+        let n = connect_caller(&url, &nobody).await;
+        assert_eq!(names(&n).await, set(&[]), "{path}: no scope, no group");
+        refused_like_unknown(&n, "pets__get_pet").await;
+
+        let s = connect_caller(&url, &sre).await;
+        assert_eq!(
+            names(&s).await,
+            set(&[
+                "pets__get_pet",
+                "pets__list_pets",
+                "pets__create_pet",
+                "pets__delete_pet"
+            ]),
+            "{path}: the CEL rule on groups grants everything"
+        );
+        let del = call(&s, "pets__delete_pet", json!({})).await;
+        assert!(!is_error(&del), "{}", text(&del));
+    }
+    // Only granted calls reached the upstream: two reads, two deletes.
+    let methods: Vec<String> = up.requests().iter().map(|r| r.method.clone()).collect();
+    assert_eq!(methods.len(), 4, "{methods:?}");
+    assert_eq!(methods.iter().filter(|m| *m == "DELETE").count(), 2);
+
+    // `other` has no policy: the default decides.
+    let open_default = gateway_with_idp(&idp, &up, "[]", "allow").await;
+    let r = connect_caller(&format!("{}/mcp", open_default.url), &nobody).await;
+    assert_eq!(
+        names(&r).await,
+        set(&["other__ping"]),
+        "rules: [] is nobody"
+    );
+}

@@ -30,7 +30,7 @@ CGU=${FUZZ_CODEGEN_UNITS:-16}
 FUZZ_FLAGS=(--sanitizer none --codegen-units "$CGU")
 SPECS=${TOOLGATE_SPECS:-$(cd .. && pwd)/shared/specs}
 
-ALL_TARGETS=(spec_load overlay compile request_build jq jsonrpc_intake)
+ALL_TARGETS=(spec_load overlay compile request_build jq jsonrpc_intake access)
 
 # Per target: longest input (bytes) and dictionary.
 max_len() {
@@ -46,6 +46,7 @@ dict() {
     request_build) echo fuzz/dict/request.dict ;;
     jq) echo fuzz/dict/jq.dict ;;
     jsonrpc_intake) echo fuzz/dict/jsonrpc.dict ;;
+    access) echo fuzz/dict/cel.dict ;;
   esac
 }
 

@@ -216,6 +216,21 @@ JSONRPC = [
 ]
 
 
+# Access rules' `when` (CEL): each form the docs show, and near misses.
+CEL_WHEN = [
+    '"sre" in claims.groups',
+    'subject == "ci-bot"',
+    '"pets.read" in scopes && claims.tenant.id == 7',
+    'claims.groups.exists(g, g.startsWith("team-"))',
+    'size(scopes) > 1 || has(claims.admin)',
+    'claims.groups.all(g, g != "banned")',
+    'type(claims.groups) == list',
+    'claims.groups.exists(g, ',
+    'unknown_variable == 1',
+    'claims.groups.map(g, claims.groups.map(h, h))',
+]
+
+
 def main():
     specs, out = sys.argv[1], sys.argv[2]
     max_len = int(sys.argv[3]) if len(sys.argv) > 3 else 65536
@@ -297,6 +312,10 @@ def main():
         for shape in (0x9B, 0x56, 0xC8, 0x71):
             put("jsonrpc_intake", bytes([(shape + i) & 0xFF]) + json.dumps(body).encode(), out)
 
+    for w in CEL_WHEN:
+        put("access", w.encode(), out)
+        put("access", w.encode() + b'\0{"groups": ["sre"], "scp": ["a", "b"], "n": 1}', out)
+
     # Amplified (fuzz/src/lib.rs `amplify`): 0xFE, n (u16 BE), then A\0B or
     # P\0A\0B\0S. Depth and size bombs a few bytes long.
     def amp(n, *parts):
@@ -325,6 +344,9 @@ def main():
         '"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", '
         '"io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}, '
         '"io.modelcontextprotocol/clientCapabilities": {}}, "arguments": {"petId": ', "[", "]", "}}}"), out)
+    for bomb in (amp(20000, "(", ")"), amp(20000, "[", "]"), amp(20000, "!", "true"),
+                 amp(5000, "true ? ", "", "1 : 2"), amp(1000, "claims.groups.map(g, ", "g", ")")):
+        put("access", bomb, out)
     put("request_build", bytes([8]) + amp(2000, '{"method": "GET", "path": "/', "a/", "", 'x"}'), out)
 
     for target in sorted(written):

@@ -14,8 +14,18 @@
 //!    fitting `alg`.
 //! 4. Signature, then `iss`, `aud` (one of the issuer's audiences), `exp`
 //!    and `nbf` (with leeway), all required but `nbf`.
+//!
+//! A token that passed is remembered by its SHA-256 until its `exp` (plus
+//! the leeway, as the check itself allows), so an agent sending the same
+//! token on every call pays for one signature check, not one per call: an
+//! RS256 verification cost more than the rest of a tools/call (the
+//! benchmark in the README). Only verified tokens are remembered, and the
+//! whole token is the key, so a changed byte is a miss. Steps 1 to 3 still
+//! run for a remembered token: one whose key has left the issuer's JWKS is
+//! refused like any other.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine;
@@ -23,6 +33,7 @@ use catalog::access::Principal;
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use super::config::{ClaimNames, JwtIssuer};
 use super::jwks::{self, KeyError, KeySource};
@@ -51,6 +62,43 @@ struct Issuer {
 pub struct JwtVerifier {
     issuers: Vec<Issuer>,
     leeway: u64,
+    verified: Verified,
+}
+
+/// Most tokens remembered as verified; past it, expired ones are dropped,
+/// and if none has expired, all (a flood of distinct valid tokens costs
+/// verifications again, never memory).
+const MAX_VERIFIED: usize = 10_000;
+
+/// Verified tokens by SHA-256: their claims and until when (Unix seconds)
+/// they stay valid.
+#[derive(Default)]
+struct Verified(Mutex<HashMap<[u8; 32], (Map<String, Value>, u64)>>);
+
+impl Verified {
+    fn get(&self, key: &[u8; 32], now: u64) -> Option<Map<String, Value>> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(key)
+            .filter(|(_, until)| now <= *until)
+            .map(|(claims, _)| claims.clone())
+    }
+
+    fn put(&self, key: [u8; 32], claims: &Map<String, Value>, until: u64, now: u64) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MAX_VERIFIED {
+            map.retain(|_, (_, u)| now <= *u);
+            if map.len() >= MAX_VERIFIED {
+                map.clear();
+            }
+        }
+        map.insert(key, (claims.clone(), until));
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The outcome of a token shaped like a JWT.
@@ -156,6 +204,7 @@ impl JwtVerifier {
         Ok(JwtVerifier {
             issuers: out,
             leeway,
+            verified: Verified::default(),
         })
     }
 
@@ -186,6 +235,12 @@ impl JwtVerifier {
         let Some(key) = jwks::find(&keys, h.kid.as_deref(), alg) else {
             return Verdict::Refused(Refusal::Invalid("key vanished".into()));
         };
+        // After the key lookup, so a token whose key left the JWKS is
+        // refused even though it verified before.
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(claims) = self.verified.get(&digest, unix_now()) {
+            return Verdict::Valid(claims);
+        }
         let mut v = Validation::new(alg);
         v.leeway = self.leeway;
         v.validate_nbf = true;
@@ -193,7 +248,14 @@ impl JwtVerifier {
         v.set_audience(&issuer.audiences);
         v.set_required_spec_claims(&["exp", "iss", "aud"]);
         match jsonwebtoken::decode::<Map<String, Value>>(token, &key.decoding, &v) {
-            Ok(data) => Verdict::Valid(data.claims),
+            Ok(data) => {
+                // `exp` is required, so present and checked by now.
+                if let Some(exp) = data.claims.get("exp").and_then(Value::as_u64) {
+                    let until = exp.saturating_add(self.leeway);
+                    self.verified.put(digest, &data.claims, until, unix_now());
+                }
+                Verdict::Valid(data.claims)
+            }
             Err(e) => Verdict::Refused(match e.kind() {
                 jsonwebtoken::errors::ErrorKind::ExpiredSignature => Refusal::Expired,
                 // NB: serde's messages may quote claim values; the kind
@@ -250,6 +312,26 @@ fn scope_list(v: &Value) -> BTreeSet<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn verified_tokens_are_remembered_until_they_expire_and_no_longer() {
+        let v = Verified::default();
+        let claims: Map<String, Value> = serde_json::from_str(r#"{"sub": "alice"}"#).unwrap();
+        v.put([1; 32], &claims, 100, 50);
+        assert_eq!(v.get(&[1; 32], 100), Some(claims.clone()));
+        assert_eq!(v.get(&[1; 32], 101), None, "past exp + leeway");
+        assert_eq!(v.get(&[2; 32], 50), None, "another token");
+        // Full: expired entries go first, then everything.
+        for i in 0..MAX_VERIFIED as u32 {
+            let mut k = [0; 32];
+            k[..4].copy_from_slice(&i.to_be_bytes());
+            v.put(k, &claims, if i % 2 == 0 { 10 } else { 1000 }, 5);
+        }
+        v.put([3; 32], &claims, 1000, 20);
+        let len = v.0.lock().unwrap().len();
+        assert!(len <= MAX_VERIFIED / 2 + 2, "{len}");
+        assert!(v.get(&[3; 32], 20).is_some());
+    }
 
     #[test]
     fn scopes_come_from_scope_or_scp_as_string_or_list() {

@@ -73,7 +73,10 @@ const MAX_VERIFIED: usize = 10_000;
 /// Verified tokens by SHA-256: their claims and until when (Unix seconds)
 /// they stay valid.
 #[derive(Default)]
-struct Verified(Mutex<HashMap<[u8; 32], (Map<String, Value>, u64)>>);
+struct Verified(Mutex<HashMap<[u8; 32], Remembered>>);
+
+/// A verified token's claims and its last valid second.
+type Remembered = (Map<String, Value>, u64);
 
 impl Verified {
     fn get(&self, key: &[u8; 32], now: u64) -> Option<Map<String, Value>> {

@@ -393,29 +393,21 @@ async fn a_policy_change_that_alters_visibility_sends_list_changed() {
 
 // ---- with identities: tokens from the test identity provider ----------
 
-/// A gateway trusting `idp`'s tokens for audience `toolgate`, serving
-/// [`access_catalog`] with `rules` on `pets`; `defaultAccess` as the
-/// `inbound:` section of the file says.
+/// A gateway trusting `idp`, serving [`access_catalog`] with `rules` on
+/// `pets`.
 async fn gateway_with_idp(
     idp: &toolgate_tests::idp::Idp,
     up: &TestUpstream,
     rules: &str,
     default_access: &str,
 ) -> Gateway {
-    let file = gateway::config::parse_file(&format!(
-        "inbound:\n  resource: https://mcp.example.com/mcp\n  defaultAccess: {default_access}\n  jwt:\n    - issuer: {}\n      audiences: [toolgate]\n",
-        idp.issuer()
-    ))
-    .expect("fixture inbound config parses");
-    let inbound = gateway::inbound::Inbound::from_config(&file.inbound, Default::default())
-        .await
-        .expect("fixture inbound config is valid");
-    let edge = EdgeOptions {
-        inbound,
-        default_access: file.inbound.default_access,
-        ..EdgeOptions::default()
-    };
-    start_gateway_with(&access_catalog(), config(up, Some(rules)), edge).await
+    start_gateway_trusting(
+        idp,
+        &access_catalog(),
+        config(up, Some(rules)),
+        default_access,
+    )
+    .await
 }
 
 fn bearer(token: String) -> Caller {

@@ -10,24 +10,17 @@ use toolgate_tests::idp::{Idp, CLIENT_ID, CLIENT_SECRET};
 use crate::support::*;
 use crate::upstream::TestUpstream;
 
-const RESOURCE: &str = "https://mcp.example.com/mcp";
 const AUDIENCE: &str = "toolgate";
 
 /// A gateway trusting `idp`, with `pets_extra` under `upstreams.pets`.
 async fn gateway(idp: &Idp, up: &TestUpstream, pets_extra: &str) -> Gateway {
-    let file = gateway::config::parse_file(&format!(
-        "inbound:\n  resource: {RESOURCE}\n  jwt:\n    - issuer: {}\n      audiences: [{AUDIENCE}]\n",
-        idp.issuer()
-    ))
-    .expect("fixture inbound config parses");
-    let inbound = gateway::inbound::Inbound::from_config(&file.inbound, Default::default())
-        .await
-        .expect("fixture inbound config is valid");
-    let edge = gateway::EdgeOptions {
-        inbound,
-        ..gateway::EdgeOptions::default()
-    };
-    start_gateway_with(&default_catalog(), config_for(&up.url, pets_extra), edge).await
+    start_gateway_trusting(
+        idp,
+        &default_catalog(),
+        config_for(&up.url, pets_extra),
+        "allow",
+    )
+    .await
 }
 
 async fn client_of(gw: &Gateway, token: &str) -> Client {

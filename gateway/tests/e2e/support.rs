@@ -407,3 +407,28 @@ pub fn text(r: &CallToolResult) -> String {
 pub fn is_error(r: &CallToolResult) -> bool {
     r.is_error == Some(true)
 }
+
+/// A gateway serving `catalog` with `config` that admits tokens of `idp`
+/// for audience `toolgate` (resource `https://mcp.example.com/mcp`), with
+/// `defaultAccess` `default_access`.
+pub async fn start_gateway_trusting(
+    idp: &toolgate_tests::idp::Idp,
+    catalog: &Catalog,
+    config: GatewayConfig,
+    default_access: &str,
+) -> Gateway {
+    let file = gateway::config::parse_file(&format!(
+        "inbound:\n  resource: https://mcp.example.com/mcp\n  defaultAccess: {default_access}\n  jwt:\n    - issuer: {}\n      audiences: [toolgate]\n",
+        idp.issuer()
+    ))
+    .expect("fixture inbound config parses");
+    let inbound = gateway::inbound::Inbound::from_config(&file.inbound, Default::default())
+        .await
+        .expect("fixture inbound config is valid");
+    let edge = EdgeOptions {
+        inbound,
+        default_access: file.inbound.default_access,
+        ..EdgeOptions::default()
+    };
+    start_gateway_with(catalog, config, edge).await
+}

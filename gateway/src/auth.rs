@@ -140,13 +140,15 @@ impl Auth {
                 audience,
                 client_auth,
             } => Auth::OAuth2(OAuth2 {
-                token_url: Url::parse(token_url).map_err(|e| bad("tokenUrl", &e.to_string()))?,
-                client_id: client_id.resolve(&format!("{field}.clientId"))?,
-                client_secret: client_secret.resolve(&format!("{field}.clientSecret"))?,
+                endpoint: TokenEndpoint {
+                    url: Url::parse(token_url).map_err(|e| bad("tokenUrl", &e.to_string()))?,
+                    client_id: client_id.resolve(&format!("{field}.clientId"))?,
+                    client_secret: client_secret.resolve(&format!("{field}.clientSecret"))?,
+                    client_auth: *client_auth,
+                    http,
+                },
                 scopes: scopes.join(" "),
                 audience: audience.clone(),
-                client_auth: *client_auth,
-                http,
                 cached: ArcSwapOption::empty(),
                 refresh: tokio::sync::Mutex::new(()),
             }),
@@ -159,14 +161,16 @@ impl Auth {
                 resource,
                 client_auth,
             } => Auth::TokenExchange(TokenExchange {
-                token_url: Url::parse(token_url).map_err(|e| bad("tokenUrl", &e.to_string()))?,
-                client_id: client_id.resolve(&format!("{field}.clientId"))?,
-                client_secret: client_secret.resolve(&format!("{field}.clientSecret"))?,
+                endpoint: TokenEndpoint {
+                    url: Url::parse(token_url).map_err(|e| bad("tokenUrl", &e.to_string()))?,
+                    client_id: client_id.resolve(&format!("{field}.clientId"))?,
+                    client_secret: client_secret.resolve(&format!("{field}.clientSecret"))?,
+                    client_auth: *client_auth,
+                    http,
+                },
                 audience: audience.clone(),
                 scopes: scopes.join(" "),
                 resource: resource.clone(),
-                client_auth: *client_auth,
-                http,
                 slots: Mutex::new(HashMap::new()),
                 max_slots: MAX_EXCHANGED_TOKENS,
             }),
@@ -247,13 +251,9 @@ fn sensitive(s: &str) -> Option<HeaderValue> {
 
 /// OAuth2 client credentials grant with a cached token.
 pub struct OAuth2 {
-    token_url: Url,
-    client_id: String,
-    client_secret: String,
+    endpoint: TokenEndpoint,
     scopes: String,
     audience: Option<String>,
-    client_auth: ClientAuthMethod,
-    http: reqwest::Client,
     cached: ArcSwapOption<Token>,
     /// Held while a refresh runs: one refresh at a time.
     refresh: tokio::sync::Mutex<()>,
@@ -262,7 +262,7 @@ pub struct OAuth2 {
 impl std::fmt::Debug for OAuth2 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OAuth2")
-            .field("token_url", &self.token_url.as_str())
+            .field("token_url", &self.endpoint.url.as_str())
             .finish_non_exhaustive()
     }
 }
@@ -328,12 +328,7 @@ impl OAuth2 {
         if let Some(a) = &self.audience {
             form.push(("audience", a));
         }
-        let client = ClientCredentials {
-            id: &self.client_id,
-            secret: &self.client_secret,
-            method: self.client_auth,
-        };
-        let (started, body) = post_token_form(&self.http, &self.token_url, client, form)
+        let (started, body) = post_token_form(&self.endpoint, form)
             .await
             .map_err(AuthError::Token)?;
         let life = Duration::from_secs(body.expires_in.unwrap_or(DEFAULT_EXPIRES_IN));
@@ -367,34 +362,37 @@ impl Token {
     }
 }
 
-/// How the gateway authenticates itself at a token endpoint.
-#[derive(Clone, Copy)]
-struct ClientCredentials<'a> {
-    id: &'a str,
-    secret: &'a str,
-    method: ClientAuthMethod,
+/// A token endpoint and how the gateway authenticates itself there: what
+/// the client credentials grant and token exchange share.
+struct TokenEndpoint {
+    url: Url,
+    client_id: String,
+    client_secret: String,
+    client_auth: ClientAuthMethod,
+    http: reqwest::Client,
 }
 
-/// POSTs `form` to a token endpoint and reads its answer, bounded in time
-/// and size. `Err` is a message for callers: a status, an RFC 6749 error
-/// code, never a credential or the response body.
+/// POSTs `form` to `endpoint` and reads the answer, bounded in time and
+/// size. `Err` is a message for callers: a status, an RFC 6749 error code,
+/// never a credential or the response body.
 async fn post_token_form(
-    http: &reqwest::Client,
-    url: &Url,
-    client: ClientCredentials<'_>,
+    endpoint: &TokenEndpoint,
     mut form: Vec<(&str, &str)>,
 ) -> Result<(Instant, TokenResponse), String> {
-    let mut req = http.post(url.clone()).timeout(TOKEN_TIMEOUT);
-    match client.method {
+    let mut req = endpoint
+        .http
+        .post(endpoint.url.clone())
+        .timeout(TOKEN_TIMEOUT);
+    match endpoint.client_auth {
         ClientAuthMethod::Basic => {
             req = req.basic_auth(
-                form_urlencode(client.id),
-                Some(form_urlencode(client.secret)),
+                form_urlencode(&endpoint.client_id),
+                Some(form_urlencode(&endpoint.client_secret)),
             );
         }
         ClientAuthMethod::Post => {
-            form.push(("client_id", client.id));
-            form.push(("client_secret", client.secret));
+            form.push(("client_id", &endpoint.client_id));
+            form.push(("client_secret", &endpoint.client_secret));
         }
     }
     let started = Instant::now();
@@ -455,14 +453,10 @@ struct TokenErrorResponse {
 
 /// RFC 8693 token exchange per caller, with cached results.
 pub struct TokenExchange {
-    token_url: Url,
-    client_id: String,
-    client_secret: String,
+    endpoint: TokenEndpoint,
     audience: Option<String>,
     scopes: String,
     resource: Option<String>,
-    client_auth: ClientAuthMethod,
-    http: reqwest::Client,
     /// Per subject: the exchanged token and the lock one exchange holds.
     slots: Mutex<HashMap<String, Arc<Slot>>>,
     max_slots: usize,
@@ -471,7 +465,7 @@ pub struct TokenExchange {
 impl std::fmt::Debug for TokenExchange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenExchange")
-            .field("token_url", &self.token_url.as_str())
+            .field("token_url", &self.endpoint.url.as_str())
             .field("audience", &self.audience)
             .finish_non_exhaustive()
     }
@@ -578,12 +572,7 @@ impl TokenExchange {
         if !self.scopes.is_empty() {
             form.push(("scope", &self.scopes));
         }
-        let client = ClientCredentials {
-            id: &self.client_id,
-            secret: &self.client_secret,
-            method: self.client_auth,
-        };
-        let (started, body) = post_token_form(&self.http, &self.token_url, client, form)
+        let (started, body) = post_token_form(&self.endpoint, form)
             .await
             .map_err(AuthError::Exchange)?;
         if let Some(t) = &body.issued_token_type {

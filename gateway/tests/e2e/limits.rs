@@ -11,10 +11,6 @@ use std::sync::Arc;
 use catalog::access::Principal;
 use gateway::inbound::{AuthMethod, BearerToken, CallContext, Caller};
 use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
-use rmcp::model::ProtocolVersion;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::ServiceExt;
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -42,17 +38,7 @@ async fn connect_from(url: &str, source: Ipv4Addr) -> Client {
         .local_address(IpAddr::V4(source))
         .build()
         .unwrap();
-    let transport = StreamableHttpClientTransport::with_client(
-        http,
-        StreamableHttpClientTransportConfig::with_uri(url.to_string()),
-    );
-    tokio::time::timeout(
-        WAIT,
-        Recorder::new(ProtocolVersion::V_2025_11_25).serve(transport),
-    )
-    .await
-    .expect("timed out connecting the MCP client")
-    .expect("MCP client connects")
+    connect_over(url, http).await
 }
 
 #[tokio::test]

@@ -342,8 +342,13 @@ pub async fn connect_as(url: &str, version: ProtocolVersion, auth: Option<&str>)
 /// opens a connection per request.
 pub async fn connect_pooled(url: &str) -> Client {
     gateway::upstream::install_crypto_provider();
+    connect_over(url, reqwest::Client::new()).await
+}
+
+/// A 2025-11-25 client sending its requests with `http`.
+pub async fn connect_over(url: &str, http: reqwest::Client) -> Client {
     let transport = StreamableHttpClientTransport::with_client(
-        reqwest::Client::new(),
+        http,
         StreamableHttpClientTransportConfig::with_uri(url.to_string()),
     );
     tokio::time::timeout(

@@ -4,8 +4,7 @@
 //! with a `CallContext` holding a `Caller`); the open-mode refusal goes
 //! over the wire.
 
-use std::collections::{BTreeSet, HashMap};
-use std::net::{IpAddr, Ipv4Addr};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -13,8 +12,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Form;
-use catalog::access::Principal;
-use gateway::inbound::{AuthMethod, BearerToken, CallContext, Caller};
+use gateway::inbound::{AuthMethod, BearerToken, CallContext};
 use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
 use serde_json::json;
 
@@ -108,26 +106,11 @@ fn exchange_config(token_url: &str) -> String {
 }
 
 fn caller(subject: &str) -> CallContext {
-    caller_with(
+    verified_caller(
         subject,
         AuthMethod::Jwt,
         Some(BearerToken::new(&format!("inbound-token-of-{subject}"))),
     )
-}
-
-fn caller_with(subject: &str, method: AuthMethod, token: Option<BearerToken>) -> CallContext {
-    CallContext {
-        caller: Some(Arc::new(Caller {
-            principal: Principal {
-                subject: subject.into(),
-                scopes: BTreeSet::new(),
-                claims: Default::default(),
-            },
-            method,
-            token,
-        })),
-        client_ip: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-    }
 }
 
 struct Setup {
@@ -255,7 +238,7 @@ async fn a_refused_exchange_is_a_tool_error_without_secrets() {
 #[tokio::test]
 async fn callers_without_a_bearer_token_are_refused() {
     let s = setup().await;
-    let with_key = caller_with("ci-bot", AuthMethod::ApiKey, None);
+    let with_key = verified_caller("ci-bot", AuthMethod::ApiKey, None);
     for ctx in [with_key, CallContext::default()] {
         let r = get_pet(&s.snap, &ctx).await;
         assert!(is_error(&r));

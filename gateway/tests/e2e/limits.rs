@@ -4,12 +4,9 @@
 //! `CallContext` holding a `Caller`), since inbound authentication is what
 //! makes callers and is tested on its own.
 
-use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
 
-use catalog::access::Principal;
-use gateway::inbound::{AuthMethod, BearerToken, CallContext, Caller};
+use gateway::inbound::{AuthMethod, BearerToken, CallContext};
 use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
 use serde_json::{json, Value};
 
@@ -115,18 +112,11 @@ async fn mcp_method_and_name_headers_pass_through() {
 }
 
 fn caller(subject: &str) -> CallContext {
-    CallContext {
-        caller: Some(Arc::new(Caller {
-            principal: Principal {
-                subject: subject.into(),
-                scopes: BTreeSet::new(),
-                claims: Default::default(),
-            },
-            method: AuthMethod::Jwt,
-            token: Some(BearerToken::new(&format!("inbound-{subject}"))),
-        })),
-        client_ip: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
-    }
+    verified_caller(
+        subject,
+        AuthMethod::Jwt,
+        Some(BearerToken::new(&format!("inbound-{subject}"))),
+    )
 }
 
 /// The snapshot the gateway would serve for `config`.

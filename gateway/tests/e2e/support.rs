@@ -437,3 +437,23 @@ pub async fn start_gateway_trusting(
     };
     start_gateway_with(catalog, config, edge).await
 }
+
+/// What a tool handler would know of a caller verified as `subject` by
+/// `method`, presenting `token`, from loopback.
+pub fn verified_caller(
+    subject: &str,
+    method: gateway::inbound::AuthMethod,
+    token: Option<gateway::inbound::BearerToken>,
+) -> gateway::inbound::CallContext {
+    gateway::inbound::CallContext {
+        caller: Some(Arc::new(gateway::inbound::Caller {
+            principal: catalog::access::Principal {
+                subject: subject.into(),
+                ..Default::default()
+            },
+            method,
+            token,
+        })),
+        client_ip: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),
+    }
+}

@@ -1,7 +1,8 @@
 //! External programs some tests drive: `kubectl`, the Python that has
 //! Helm's SDK and the Kubernetes schemas (`tests/deploy/venv.sh`),
-//! Node.js with the Gateway API schemas it installs beside them, and
-//! `nginx` (the reverse proxy of the gateway's rolling-restart test).
+//! Node.js with the Gateway API schemas it installs beside them,
+//! `nginx` (the reverse proxy of the gateway's rolling-restart test), and
+//! the official MCP SDK clients (`tests/clients/sdk/setup.sh`).
 //!
 //! A test that cannot find one must not pass by doing nothing. Under CI
 //! (`CI=true`, which `.ci/run` exports; `CI=1` too) a missing tool fails
@@ -74,6 +75,43 @@ pub fn gateway_api_validator() -> Option<(PathBuf, PathBuf)> {
         "node and the Gateway API schemas (<deploy venv>/gateway-api/validate.mjs)",
         "install Node.js 20+ and export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh), \
          which also installs @kubernetes-models/gateway-api from npm",
+    )
+}
+
+/// The official MCP SDK clients `tests/clients/sdk/setup.sh` installs.
+#[derive(Debug, Clone)]
+pub struct SdkClients {
+    /// A Python with the `mcp` package.
+    pub python: PathBuf,
+    /// Node.js.
+    pub node: PathBuf,
+    /// Where `@modelcontextprotocol/sdk` is installed: run scripts with
+    /// this as their working directory (or copy them here) so Node's
+    /// module resolution finds it.
+    pub node_dir: PathBuf,
+}
+
+/// The SDK clients in `$TOOLGATE_SDK_CLIENTS`.
+pub fn sdk_clients() -> Option<SdkClients> {
+    let dir = std::env::var_os("TOOLGATE_SDK_CLIENTS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    let found = dir.and_then(|dir| {
+        let python = dir.join("venv/bin/python");
+        let node_dir = dir.join("node");
+        let sdk = node_dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+        let node = executable(OsStr::new("node"))?;
+        (python.is_file() && sdk.is_file()).then_some(SdkClients {
+            python,
+            node,
+            node_dir,
+        })
+    });
+    required(
+        found,
+        "the official MCP SDK clients (TOOLGATE_SDK_CLIENTS)",
+        "install Node.js 20+ and export TOOLGATE_SDK_CLIENTS=$(tests/clients/sdk/setup.sh), \
+         which installs the Python and TypeScript SDKs from PyPI and npm",
     )
 }
 

@@ -40,6 +40,7 @@ pub mod access;
 mod compile;
 pub mod error;
 pub mod explain;
+pub mod listing;
 pub mod memory;
 pub mod model;
 pub mod options;

@@ -11,6 +11,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Tool;
 
+/// How an MCP endpoint lists its tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ListMode {
+    /// `tools/list` returns every tool the endpoint serves.
+    #[default]
+    All,
+    /// `tools/list` returns a few meta-tools (search, describe, call) and
+    /// the pinned tools; the rest are found through search.
+    Search,
+}
+
 /// Estimated size of a `tools/list` listing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

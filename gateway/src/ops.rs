@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::inbound::Inbound;
 use crate::intake::{check_host_and_origin, McpEndpoint};
 use crate::reload::CatalogStore;
-use crate::server::{mcp_service, ScopedServices, SessionSettings, Shared};
+use crate::server::{mcp_service, ScopedServices, SessionSettings, Shared, View};
 use crate::session::SessionKey;
 
 /// Everything the router needs.
@@ -125,7 +125,7 @@ impl AppState {
         AppState {
             root: mcp_service(
                 shared.clone(),
-                None,
+                View::ROOT,
                 cfg.clone(),
                 &opts.session_key,
                 &opts.sessions,
@@ -236,10 +236,11 @@ async fn scoped(
         )
             .into_response();
     }
-    let ep = state.scoped.get_or_create(&prefix, || {
+    let view = View::prefix(&prefix);
+    let ep = state.scoped.get_or_create(&view, || {
         mcp_service(
             state.shared.clone(),
-            Some(&prefix),
+            view.clone(),
             state.mcp_config.clone(),
             &state.session_key,
             &state.sessions,

@@ -38,10 +38,13 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
 
+use catalog::listing::ListMode;
+
 use crate::inbound::Caller;
 use crate::intake::McpEndpoint;
 use crate::reload::{CatalogStore, ToolDiff};
 use crate::session::{OnClose, ReplicaSessions, SessionKey, SessionLimit, SignedIdStore};
+use crate::snapshot::ToolEntry;
 
 /// The protocol versions toolgate speaks.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -55,8 +58,78 @@ pub const DEFAULT_PAGE_SIZE: usize = 500;
 /// Listings above this much schema text hand their garbage back to the OS.
 const LARGE_LISTING_BYTES: usize = 1 << 20;
 
-/// A connected session (initialize protocol versions) and its scope.
-type Session = (Peer<RoleServer>, Option<Arc<str>>);
+/// A connected session (initialize protocol versions) and its endpoint.
+type Session = (Peer<RoleServer>, View);
+
+/// Which tools an endpoint serves.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// Every tool: `/mcp`.
+    All,
+    /// One upstream's tools: `/mcp/{prefix}`.
+    Prefix(Arc<str>),
+}
+
+/// What one MCP endpoint serves and how it lists it. Each view has its
+/// own session manager, and session ids are signed for their view, so a
+/// session cannot be carried to another endpoint to widen what it sees.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct View {
+    pub scope: Scope,
+    pub mode: ListMode,
+}
+
+impl View {
+    /// Every tool, listed whole: `/mcp`.
+    pub const ROOT: View = View {
+        scope: Scope::All,
+        mode: ListMode::All,
+    };
+
+    /// One upstream's tools, listed whole: `/mcp/{prefix}`.
+    pub fn prefix(prefix: &str) -> View {
+        View {
+            scope: Scope::Prefix(Arc::from(prefix)),
+            mode: ListMode::All,
+        }
+    }
+
+    /// Whether the tool belongs to this endpoint (before access rules).
+    pub fn serves(&self, tool: &ToolEntry) -> bool {
+        match &self.scope {
+            Scope::All => true,
+            Scope::Prefix(p) => **p == *tool.prefix,
+        }
+    }
+
+    /// The prefix whose tools this view serves, if it is one upstream's.
+    fn prefix_scope(&self) -> Option<&str> {
+        match &self.scope {
+            Scope::All => None,
+            Scope::Prefix(p) => Some(p),
+        }
+    }
+
+    /// Whether a session on this view sees a change in `diff`.
+    pub fn affected_by(&self, diff: &ToolDiff) -> bool {
+        diff.affects(self.prefix_scope())
+    }
+
+    /// What session ids are signed for: `None` for `/mcp` (so its ids
+    /// keep their form), else a text no other view has. Prefixes hold no
+    /// `?`, so the suffix cannot collide with another prefix.
+    pub fn session_scope(&self) -> Option<Arc<str>> {
+        let base = match &self.scope {
+            Scope::All => None,
+            Scope::Prefix(p) => Some(p.to_string()),
+        };
+        match (base, self.mode) {
+            (None, ListMode::All) => None,
+            (Some(b), ListMode::All) => Some(Arc::from(b)),
+            (b, ListMode::Search) => Some(Arc::from(format!("{}?search", b.unwrap_or_default()))),
+        }
+    }
+}
 
 /// State shared by every session and endpoint.
 pub struct Shared {
@@ -125,10 +198,10 @@ impl Shared {
         });
     }
 
-    fn register(&self, peer: Peer<RoleServer>, scope: Option<Arc<str>>) {
+    fn register(&self, peer: Peer<RoleServer>, view: View) {
         let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
         s.retain(|(p, _)| !p.is_transport_closed());
-        s.push((peer, scope));
+        s.push((peer, view));
     }
 
     /// Sends list_changed to every session whose tool set `diff` touches.
@@ -137,7 +210,7 @@ impl Shared {
             let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
             s.retain(|(p, _)| !p.is_transport_closed());
             s.iter()
-                .filter(|(_, scope)| diff.affects(scope.as_deref()))
+                .filter(|(_, view)| view.affected_by(diff))
                 .map(|(p, _)| p.clone())
                 .collect()
         };
@@ -194,23 +267,16 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// One MCP endpoint's handler: all tools, or one prefix's.
+/// One MCP endpoint's handler: the tools of its [`View`].
 #[derive(Clone)]
 pub struct McpHandler {
     shared: Arc<Shared>,
-    scope: Option<Arc<str>>,
+    view: View,
 }
 
 impl McpHandler {
-    pub fn new(shared: Arc<Shared>, scope: Option<&str>) -> Self {
-        McpHandler {
-            shared,
-            scope: scope.map(Arc::from),
-        }
-    }
-
-    fn in_scope(&self, prefix: &str) -> bool {
-        self.scope.as_deref().is_none_or(|s| s == prefix)
+    pub fn new(shared: Arc<Shared>, view: View) -> Self {
+        McpHandler { shared, view }
     }
 
     /// `name` if this endpoint serves it and the caller may call it.
@@ -222,7 +288,7 @@ impl McpHandler {
     ) -> Option<&'a Arc<crate::snapshot::ToolEntry>> {
         snapshot
             .tool(name)
-            .filter(|t| self.in_scope(&t.prefix))
+            .filter(|t| self.view.serves(t))
             .filter(|t| {
                 snapshot
                     .caller_access(principal, self.shared.default_access)
@@ -248,7 +314,7 @@ pub(crate) async fn with_request_caller<F: Future>(
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        let instructions = match &self.scope {
+        let instructions = match self.view.prefix_scope() {
             None => {
                 "Tools generated from the OpenAPI descriptions of the upstream APIs.".to_string()
             }
@@ -287,7 +353,8 @@ impl ServerHandler for McpHandler {
         let size = self.shared.page_size;
         let mut tools: Vec<Tool> = Vec::with_capacity(size.min(snapshot.tool_count()));
         let mut iter = snapshot
-            .tools(self.scope.as_deref())
+            .tools(self.view.prefix_scope())
+            .filter(|t| self.view.serves(t))
             .filter(|t| access.allows(t))
             .skip(start);
         let mut schema_bytes = 0;
@@ -343,7 +410,7 @@ impl ServerHandler for McpHandler {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.shared.register(context.peer, self.scope.clone());
+        self.shared.register(context.peer, self.view.clone());
     }
 
     fn accepted_subscription_filter(
@@ -363,7 +430,7 @@ impl ServerHandler for McpHandler {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
                 msg = rx.recv() => match msg {
-                    Ok(d) if d.affects(self.scope.as_deref()) => {
+                    Ok(d) if self.view.affected_by(&d) => {
                         if context.sink().notify_tool_list_changed().await.is_err() {
                             return Ok(());
                         }
@@ -403,17 +470,17 @@ impl Default for SessionSettings {
 /// Builds the Streamable HTTP service of one endpoint. Each endpoint has
 /// its own session manager, so a session opened on `/mcp` cannot be used
 /// on `/mcp/{prefix}` (or the other way round) to widen its scope. Session
-/// ids are signed with `key` and name the scope, so every replica sharing
+/// ids are signed with `key` and name the view, so every replica sharing
 /// the key accepts them for the same endpoint ([`crate::session`]).
 pub fn mcp_service(
     shared: Arc<Shared>,
-    scope: Option<&str>,
+    view: View,
     config: Arc<StreamableHttpServerConfig>,
     key: &SessionKey,
     sessions: &SessionSettings,
 ) -> McpEndpoint {
-    let handler = McpHandler::new(shared.clone(), scope);
-    let scope: Option<Arc<str>> = scope.map(Arc::from);
+    let scope = view.session_scope();
+    let handler = McpHandler::new(shared.clone(), view);
     let mut cfg = (*config).clone();
     cfg.session_store = Some(Arc::new(SignedIdStore::new(key.clone(), scope.clone())));
     let weak = Arc::downgrade(&shared);
@@ -439,15 +506,20 @@ pub fn mcp_service(
     }
 }
 
-/// Endpoints of `/mcp/{prefix}`, created on first use.
+/// Endpoints of views other than `/mcp`, created on first use (and only
+/// for views that exist when asked: the map grows with the catalog, not
+/// with what clients ask for).
 #[derive(Default)]
 pub struct ScopedServices {
-    map: Mutex<HashMap<String, McpEndpoint>>,
+    map: Mutex<HashMap<View, McpEndpoint>>,
 }
 
 impl ScopedServices {
-    pub fn get_or_create(&self, prefix: &str, make: impl FnOnce() -> McpEndpoint) -> McpEndpoint {
+    pub fn get_or_create(&self, view: &View, make: impl FnOnce() -> McpEndpoint) -> McpEndpoint {
         let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        m.entry(prefix.to_string()).or_insert_with(make).clone()
+        if let Some(ep) = m.get(view) {
+            return ep.clone();
+        }
+        m.entry(view.clone()).or_insert_with(make).clone()
     }
 }

@@ -40,6 +40,7 @@ pub mod error;
 pub mod file_watch;
 pub mod inbound;
 pub mod intake;
+#[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod ops;
 pub mod payload;

@@ -1,6 +1,7 @@
 //! Where tests and benches find the public spec corpus (`shared/specs`,
-//! described by its INDEX.md). Dev-only: no crate depends on it outside
-//! `[dev-dependencies]`.
+//! described by its INDEX.md) and the tool prefix of each document when the
+//! corpus is served as one catalog ([`PREFIXES`]). Dev-only: no crate
+//! depends on it outside `[dev-dependencies]`.
 //!
 //! The folder is `$TOOLGATE_SPECS` when that is set and not empty, else
 //! `shared/specs` beside the checkout (`<repo>/../shared/specs`), which is
@@ -68,3 +69,40 @@ pub fn documents() -> Vec<PathBuf> {
     docs.sort();
     docs
 }
+
+/// The tool prefix of each corpus document when the whole corpus is one
+/// catalog (`(document, prefix)`, in INDEX.md's order). Tests and benches
+/// that serve the corpus that way use these, so that a tool has the same
+/// name everywhere: the prefix is part of every name, and a name over the
+/// length limit is shortened with a hash, which depends on the prefix's
+/// length.
+pub const PREFIXES: &[(&str, &str)] = &[
+    ("gitea-v1.26.3-swagger.json", "gitea"),
+    ("argo-workflows-swagger.json", "argo"),
+    ("harbor-swagger.yaml", "harbor"),
+    ("oai-petstore-expanded-v2.json", "petstore_expanded"),
+    ("oai-petstore-v3.yaml", "petstore_oai"),
+    ("swagger-petstore-v3.yaml", "petstore"),
+    ("box-openapi.json", "box"),
+    ("twilio-api_v2010.json", "twilio"),
+    ("asana-oas.yaml", "asana"),
+    ("spotify-official.yaml", "spotify"),
+    ("prowlarr-openapi.json", "prowlarr"),
+    ("freee-iv-api-schema.yaml", "freee"),
+    ("oai-webhook-example-v31.yaml", "webhooks"),
+    ("redocly-museum.yaml", "museum"),
+    ("bump-train-travel.yaml", "train"),
+    ("frigate-api.yaml", "frigate"),
+    ("discord-openapi.json", "discord"),
+];
+
+/// The tool prefix of corpus document `name` (see [`PREFIXES`]); panics for
+/// a document that is not in the table.
+pub fn prefix(name: &str) -> &'static str {
+    PREFIXES
+        .iter()
+        .find(|(document, _)| *document == name)
+        .map(|(_, prefix)| *prefix)
+        .unwrap_or_else(|| panic!("{name} has no prefix in toolgate_corpus::PREFIXES"))
+}
+

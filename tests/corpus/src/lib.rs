@@ -1,6 +1,7 @@
 //! Where tests and benches find the public spec corpus (`shared/specs`,
-//! described by its INDEX.md) and the tool prefix of each document when the
-//! corpus is served as one catalog ([`PREFIXES`]). Dev-only: no crate
+//! described by its INDEX.md), the tool prefix of each document when the
+//! corpus is served as one catalog ([`PREFIXES`]), and the tool search
+//! evaluation set over that catalog ([`search_tasks`]). Dev-only: no crate
 //! depends on it outside `[dev-dependencies]`.
 //!
 //! The folder is `$TOOLGATE_SPECS` when that is set and not empty, else
@@ -13,6 +14,8 @@
 //! later on some file.
 
 use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
 
 /// The corpus folder; panics when it has no INDEX.md.
 pub fn specs_dir() -> PathBuf {
@@ -106,3 +109,45 @@ pub fn prefix(name: &str) -> &'static str {
         .unwrap_or_else(|| panic!("{name} has no prefix in toolgate_corpus::PREFIXES"))
 }
 
+/// One task of the tool search evaluation set (`search-tasks.yaml` beside
+/// this crate's manifest; its header says how it was written).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchTask {
+    /// What an agent is asked, in plain words: the search query.
+    pub task: String,
+    /// The corpus document `tool` comes from.
+    pub document: String,
+    /// The full name of the tool that answers the task.
+    pub tool: String,
+    /// Other tools that answer it equally well.
+    #[serde(default)]
+    pub also: Vec<String>,
+    pub difficulty: Difficulty,
+}
+
+impl SearchTask {
+    /// `tool` then `also`: a search result that is any of these answers the
+    /// task.
+    pub fn answers(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.tool.as_str()).chain(self.also.iter().map(String::as_str))
+    }
+}
+
+/// How far a task's words are from the tool's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Difficulty {
+    /// The task's action and object are words of the tool's name or
+    /// summary (up to inflection).
+    Easy,
+    /// The action or the object is paraphrased.
+    Hard,
+}
+
+/// The tool search evaluation set; panics when the file does not parse.
+pub fn search_tasks() -> Vec<SearchTask> {
+    // Compiled in, so editing the file rebuilds whatever reads it.
+    const TASKS: &str = include_str!("../search-tasks.yaml");
+    yaml_serde::from_str(TASKS).unwrap_or_else(|e| panic!("search-tasks.yaml: {e}"))
+}

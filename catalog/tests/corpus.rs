@@ -3,6 +3,8 @@
 //! is valid and unique, every schema compiles, and compiling is
 //! deterministic.
 
+use std::collections::BTreeSet;
+
 use catalog::{compile_upstream, Catalog, CompileOptions, UpstreamCatalog, UpstreamSource};
 use serde_json::Value;
 
@@ -45,6 +47,29 @@ fn compile(file: &str, options: &CompileOptions) -> UpstreamCatalog {
 fn index_lists_the_whole_corpus() {
     let rows = index();
     assert_eq!(rows.len(), 17, "INDEX.md rows: {rows:?}");
+}
+
+/// `toolgate_corpus::PREFIXES` serves the corpus as one catalog: one
+/// prefix per document, each valid on a shared gateway and owned by one.
+#[test]
+fn every_corpus_document_has_its_own_valid_prefix() {
+    let documents: BTreeSet<String> = index().into_iter().map(|(f, _)| f).collect();
+    let listed: BTreeSet<String> = toolgate_corpus::PREFIXES
+        .iter()
+        .map(|(d, _)| d.to_string())
+        .collect();
+    assert_eq!(listed, documents, "PREFIXES against INDEX.md");
+    assert_eq!(
+        listed.len(),
+        toolgate_corpus::PREFIXES.len(),
+        "a document listed twice"
+    );
+    let mut seen = BTreeSet::new();
+    for (document, prefix) in toolgate_corpus::PREFIXES {
+        catalog::prefix::check_shared(prefix, "__")
+            .unwrap_or_else(|e| panic!("{document}: prefix {prefix:?}: {e}"));
+        assert!(seen.insert(prefix), "{document}: prefix {prefix} is taken");
+    }
 }
 
 #[test]

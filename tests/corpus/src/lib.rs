@@ -1,6 +1,8 @@
 //! Where tests and benches find the public spec corpus (`shared/specs`,
-//! described by its INDEX.md). Dev-only: no crate depends on it outside
-//! `[dev-dependencies]`.
+//! described by its INDEX.md), the tool prefix of each document when the
+//! corpus is served as one catalog ([`PREFIXES`]), and the tool search
+//! evaluation set over that catalog ([`search_tasks`]). Dev-only: no crate
+//! depends on it outside `[dev-dependencies]`.
 //!
 //! The folder is `$TOOLGATE_SPECS` when that is set and not empty, else
 //! `shared/specs` beside the checkout (`<repo>/../shared/specs`), which is
@@ -12,6 +14,8 @@
 //! later on some file.
 
 use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
 
 /// The corpus folder; panics when it has no INDEX.md.
 pub fn specs_dir() -> PathBuf {
@@ -67,4 +71,83 @@ pub fn documents() -> Vec<PathBuf> {
         .collect();
     docs.sort();
     docs
+}
+
+/// The tool prefix of each corpus document when the whole corpus is one
+/// catalog (`(document, prefix)`, in INDEX.md's order). Tests and benches
+/// that serve the corpus that way use these, so that a tool has the same
+/// name everywhere: the prefix is part of every name, and a name over the
+/// length limit is shortened with a hash, which depends on the prefix's
+/// length.
+pub const PREFIXES: &[(&str, &str)] = &[
+    ("gitea-v1.26.3-swagger.json", "gitea"),
+    ("argo-workflows-swagger.json", "argo"),
+    ("harbor-swagger.yaml", "harbor"),
+    ("oai-petstore-expanded-v2.json", "petstore_expanded"),
+    ("oai-petstore-v3.yaml", "petstore_oai"),
+    ("swagger-petstore-v3.yaml", "petstore"),
+    ("box-openapi.json", "box"),
+    ("twilio-api_v2010.json", "twilio"),
+    ("asana-oas.yaml", "asana"),
+    ("spotify-official.yaml", "spotify"),
+    ("prowlarr-openapi.json", "prowlarr"),
+    ("freee-iv-api-schema.yaml", "freee"),
+    ("oai-webhook-example-v31.yaml", "webhooks"),
+    ("redocly-museum.yaml", "museum"),
+    ("bump-train-travel.yaml", "train"),
+    ("frigate-api.yaml", "frigate"),
+    ("discord-openapi.json", "discord"),
+];
+
+/// The tool prefix of corpus document `name` (see [`PREFIXES`]); panics for
+/// a document that is not in the table.
+pub fn prefix(name: &str) -> &'static str {
+    PREFIXES
+        .iter()
+        .find(|(document, _)| *document == name)
+        .map(|(_, prefix)| *prefix)
+        .unwrap_or_else(|| panic!("{name} has no prefix in toolgate_corpus::PREFIXES"))
+}
+
+/// One task of the tool search evaluation set (`search-tasks.yaml` beside
+/// this crate's manifest; its header says how it was written).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchTask {
+    /// What an agent is asked, in plain words: the search query.
+    pub task: String,
+    /// The corpus document `tool` comes from.
+    pub document: String,
+    /// The full name of the tool that answers the task.
+    pub tool: String,
+    /// Other tools that answer it equally well.
+    #[serde(default)]
+    pub also: Vec<String>,
+    pub difficulty: Difficulty,
+}
+
+impl SearchTask {
+    /// `tool` then `also`: a search result that is any of these answers the
+    /// task.
+    pub fn answers(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.tool.as_str()).chain(self.also.iter().map(String::as_str))
+    }
+}
+
+/// How far a task's words are from the tool's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Difficulty {
+    /// The task's action and object are words of the tool's name or
+    /// summary (up to inflection).
+    Easy,
+    /// The action or the object is paraphrased.
+    Hard,
+}
+
+/// The tool search evaluation set; panics when the file does not parse.
+pub fn search_tasks() -> Vec<SearchTask> {
+    // Compiled in, so editing the file rebuilds whatever reads it.
+    const TASKS: &str = include_str!("../search-tasks.yaml");
+    yaml_serde::from_str(TASKS).unwrap_or_else(|e| panic!("search-tasks.yaml: {e}"))
 }

@@ -1,0 +1,121 @@
+//! The tool search evaluation set (`tests/corpus/search-tasks.yaml`) stays
+//! valid: enough tasks, no duplicates, every document with tools covered,
+//! and every tool it names exists in the corpus catalog compiled the way the
+//! set says (each document under its `toolgate_corpus::PREFIXES` prefix,
+//! default options), in the document it is filed under. A change to the
+//! compiler's naming fails here, naming the tools that moved.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use catalog::{compile_upstream, CompileOptions, UpstreamSource};
+use toolgate_corpus::{Difficulty, SearchTask};
+
+/// What issue 12 asks of the set.
+const MIN_TASKS: usize = 60;
+
+/// Tool names of every corpus document, by document file name.
+fn corpus_tools() -> BTreeMap<String, BTreeSet<String>> {
+    let options = CompileOptions::default();
+    let mut tools = BTreeMap::new();
+    for (document, prefix) in toolgate_corpus::PREFIXES {
+        let spec = toolgate_corpus::read(document);
+        let upstream = compile_upstream(&UpstreamSource {
+            prefix,
+            document,
+            spec: &spec,
+            overlays: &[],
+            options: &options,
+        })
+        .unwrap_or_else(|e| panic!("{document}: {e}"));
+        let names = upstream.tools.into_iter().map(|t| t.name).collect();
+        tools.insert(document.to_string(), names);
+    }
+    tools
+}
+
+#[test]
+fn every_task_names_tools_of_the_compiled_corpus_catalog() {
+    let tasks = toolgate_corpus::search_tasks();
+    let tools = corpus_tools();
+    let all: usize = tools.values().map(BTreeSet::len).sum();
+    let owner: HashMap<&str, &str> = tools
+        .iter()
+        .flat_map(|(doc, names)| names.iter().map(move |n| (n.as_str(), doc.as_str())))
+        .collect();
+    let mut problems = Vec::new();
+    for t in &tasks {
+        match tools.get(&t.document) {
+            None => problems.push(format!("{:?}: no corpus document {}", t.task, t.document)),
+            Some(names) if !names.contains(&t.tool) => problems.push(format!(
+                "{:?}: {} is not a tool of {}{}",
+                t.task,
+                t.tool,
+                t.document,
+                owner
+                    .get(t.tool.as_str())
+                    .map(|d| format!(" (it is one of {d})"))
+                    .unwrap_or_default()
+            )),
+            Some(_) => {}
+        }
+        for also in &t.also {
+            if !owner.contains_key(also.as_str()) {
+                problems.push(format!("{:?}: also {also} is not a corpus tool", t.task));
+            }
+        }
+        let distinct: HashSet<&str> = t.answers().collect();
+        if distinct.len() != 1 + t.also.len() {
+            problems.push(format!("{:?}: an answer is listed twice", t.task));
+        }
+    }
+    let covered: HashSet<&str> = tasks.iter().map(|t| t.document.as_str()).collect();
+    for (document, names) in &tools {
+        if !names.is_empty() && !covered.contains(document.as_str()) {
+            problems.push(format!("no task for {document}"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "search-tasks.yaml over {all} corpus tools:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// Case and spacing do not make a new task.
+fn normalized(task: &SearchTask) -> String {
+    task.task
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+#[test]
+fn the_set_is_large_enough_mixed_and_free_of_duplicates() {
+    let tasks = toolgate_corpus::search_tasks();
+    assert!(
+        tasks.len() >= MIN_TASKS,
+        "{} tasks, at least {MIN_TASKS} wanted",
+        tasks.len()
+    );
+    let mut seen = HashSet::new();
+    for t in &tasks {
+        assert!(!t.task.trim().is_empty(), "an empty task for {}", t.tool);
+        assert!(
+            seen.insert(normalized(t)),
+            "task listed twice: {:?}",
+            t.task
+        );
+    }
+    // Roughly half hard: a set of easy tasks would flatter any ranking.
+    let hard = tasks
+        .iter()
+        .filter(|t| t.difficulty == Difficulty::Hard)
+        .count();
+    let share = hard as f64 / tasks.len() as f64;
+    assert!(
+        (0.4..=0.6).contains(&share),
+        "{hard} of {} tasks are hard",
+        tasks.len()
+    );
+}

@@ -313,7 +313,7 @@ async fn every_corpus_document_lists_completely_through_each_client() {
             }
         }
     }
-    // Box's tools are 2.7 MB: paging must have happened.
+    // Box's tools alone are 2.6 MB: paging must have happened.
     assert!(
         table.iter().any(|r| r.path != "/mcp" && r.pages > 1),
         "no document needed a second page: {table:?}"

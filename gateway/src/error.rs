@@ -3,7 +3,7 @@
 //! | Failure                                         | Result                                   | Logged      |
 //! |-------------------------------------------------|------------------------------------------|-------------|
 //! | Unknown tool, or a tool outside `/mcp/{prefix}` | `Err(ErrorData::invalid_params)`         | no          |
-//! | Bad pagination cursor                           | `Err(ErrorData::invalid_params)`         | no          |
+//! | Bad pagination cursor: malformed, another endpoint's, or stale after a reload | `Err(ErrorData::invalid_params)` naming which | no |
 //! | Arguments fail the inputSchema                  | `Ok(isError)` naming every failing field; the upstream is not called | debug |
 //! | Arguments pass but cannot form a safe request (`..` path segment, CR/LF in a header, bad base64) | `Ok(isError)` naming the argument | debug |
 //! | Request plan inconsistent (catalog defect)      | `Ok(isError)`                            | error       |
@@ -32,8 +32,9 @@ pub fn unknown_tool(name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown tool: {name}"), None)
 }
 
-/// The error for a cursor that is not a decimal offset, so not one this
-/// server issued.
-pub fn bad_cursor() -> ErrorData {
-    ErrorData::invalid_params("invalid pagination cursor", None)
+/// The error for a `tools/list` cursor this endpoint cannot resume:
+/// malformed, from another endpoint, or stale (the listing changed since
+/// it was issued; the message tells the client to list again).
+pub fn bad_cursor(why: crate::pages::CursorError) -> ErrorData {
+    ErrorData::invalid_params(why.to_string(), None)
 }

@@ -4,7 +4,8 @@
 //! One module per stage of a call, in order:
 //!
 //! 1. [`server`]: the rmcp `ServerHandler` (tools/list, tools/call,
-//!    list_changed) over the current snapshot.
+//!    list_changed) over the current snapshot; [`pages`]: where a
+//!    `tools/list` page ends and its cursor.
 //! 2. [`reload`]: the `ArcSwap<Snapshot>` and the catalog file watcher.
 //! 3. [`snapshot`]: a catalog prepared for serving (validators, jq, HTTP
 //!    clients), built whole or not at all; its schemas are kept deflated
@@ -43,6 +44,7 @@ pub mod intake;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod ops;
+pub mod pages;
 pub mod payload;
 pub mod rate_limit;
 pub mod rawjson;

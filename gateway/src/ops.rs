@@ -57,7 +57,10 @@ pub struct EdgeOptions {
     /// Accepted `Origin` values; empty: requests without Origin or any
     /// Origin pass the origin check (Host is still checked).
     pub allowed_origins: Vec<String>,
+    /// tools/list page size (tools).
     pub page_size: usize,
+    /// tools/list page budget (JSON bytes of the tools on a page).
+    pub page_bytes: usize,
     /// Cancelled at shutdown: ends every MCP session and stream.
     pub cancel: CancellationToken,
     pub sse_keep_alive: Option<Duration>,
@@ -80,6 +83,7 @@ impl Default for EdgeOptions {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             allowed_origins: Vec::new(),
             page_size: crate::server::DEFAULT_PAGE_SIZE,
+            page_bytes: crate::pages::DEFAULT_PAGE_BYTES,
             cancel: CancellationToken::new(),
             sse_keep_alive: Some(Duration::from_secs(15)),
             session_key: SessionKey::random(),
@@ -93,7 +97,11 @@ impl Default for EdgeOptions {
 
 impl AppState {
     pub fn new(store: Arc<CatalogStore>, opts: &EdgeOptions) -> Self {
-        let shared = Shared::new(store, opts.page_size, opts.default_access);
+        let pages = crate::pages::PageLimits {
+            tools: opts.page_size,
+            bytes: opts.page_bytes,
+        };
+        let shared = Shared::new(store, pages, opts.default_access);
         shared.spawn_notifier();
         let mut cfg = StreamableHttpServerConfig::default()
             .with_allowed_hosts(opts.allowed_hosts.clone())

@@ -3,17 +3,17 @@
 //!
 //! - `/mcp` serves every tool; `/mcp/{prefix}` serves one upstream's tools
 //!   and treats every other tool as unknown.
-//! - `tools/list` pages through the snapshot; the cursor is today the
-//!   decimal offset of the page's first tool (clients must still treat it
-//!   as opaque: it may change). The tools' schemas are `Arc`s, so a page
-//!   clones pointers, not schemas.
+//! - `tools/list` pages through the snapshot, each page bounded by a
+//!   tool count and a byte budget, with opaque cursors tied to the
+//!   version of what the endpoint lists ([`crate::pages`]).
 //! - Each reload that changes a session's visible tools sends it
 //!   `notifications/tools/list_changed`: sessions of the `initialize`
 //!   protocol versions get it on their stream, 2026-07-28 clients through
 //!   `subscriptions/listen`.
 //! - Access: each caller sees in `tools/list` exactly the tools its
-//!   upstreams' access rules grant it (filtered before paging, so cursors
-//!   index the caller's own list), and `tools/call` and [`get_tool`]
+//!   upstreams' access rules grant it (filtered before paging; a cursor
+//!   names a catalog position, the same place for any caller), and
+//!   `tools/call` and [`get_tool`]
 //!   refuse the others exactly as they refuse an unknown tool, so a
 //!   refusal does not reveal that a tool exists. A reload that changes an
 //!   upstream's policy sends its sessions `list_changed`.
@@ -42,6 +42,7 @@ use catalog::listing::ListMode;
 
 use crate::inbound::Caller;
 use crate::intake::McpEndpoint;
+use crate::pages::{EndpointKey, PageCursor, PageLimits};
 use crate::reload::{CatalogStore, ToolDiff};
 use crate::session::{OnClose, ReplicaSessions, SessionKey, SessionLimit, SignedIdStore};
 use crate::snapshot::ToolEntry;
@@ -55,7 +56,8 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
 
 /// Default tools/list page size.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
-/// Listings above this much schema text hand their garbage back to the OS.
+/// Each time pages have listed this much JSON, their garbage is handed
+/// back to the OS.
 const LARGE_LISTING_BYTES: usize = 1 << 20;
 
 /// A connected session (initialize protocol versions) and its endpoint.
@@ -110,6 +112,12 @@ impl View {
         }
     }
 
+    /// What a listing cursor is bound to, so that a cursor of one
+    /// endpoint cannot page another.
+    pub fn endpoint_key(&self) -> EndpointKey {
+        EndpointKey::of_scope(self.prefix_scope())
+    }
+
     /// Whether a session on this view sees a change in `diff`.
     pub fn affected_by(&self, diff: &ToolDiff) -> bool {
         diff.affects(self.prefix_scope())
@@ -134,9 +142,11 @@ impl View {
 /// State shared by every session and endpoint.
 pub struct Shared {
     pub store: Arc<CatalogStore>,
-    pub page_size: usize,
+    pub pages: PageLimits,
     /// Access to upstreams without an `access` policy.
     pub default_access: catalog::access::DefaultAccess,
+    /// JSON bytes of the pages listed since the last trim.
+    listed_since_trim: AtomicUsize,
     sessions: Mutex<Vec<Session>>,
     prune_pending: AtomicBool,
     in_flight: AtomicUsize,
@@ -146,13 +156,17 @@ pub struct Shared {
 impl Shared {
     pub fn new(
         store: Arc<CatalogStore>,
-        page_size: usize,
+        pages: PageLimits,
         default_access: catalog::access::DefaultAccess,
     ) -> Arc<Self> {
         Arc::new(Shared {
             store,
-            page_size: page_size.max(1),
+            pages: PageLimits {
+                tools: pages.tools.max(1),
+                bytes: pages.bytes.max(1),
+            },
             default_access,
+            listed_since_trim: AtomicUsize::new(0),
             sessions: Mutex::new(Vec::new()),
             prune_pending: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
@@ -346,32 +360,44 @@ impl ServerHandler for McpHandler {
         let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
         let snapshot = self.shared.store.load();
         let mut access = snapshot.caller_access(principal, self.shared.default_access);
+        let scope = self.view.prefix_scope();
+        let endpoint = self.view.endpoint_key();
+        let version = snapshot
+            .listing_version(scope)
+            .with_default_access(self.shared.default_access);
         let start = match request.and_then(|r| r.cursor) {
             None => 0,
-            Some(c) => c.parse::<usize>().map_err(|_| crate::error::bad_cursor())?,
+            Some(c) => PageCursor::decode(&c)
+                .and_then(|c| c.resume(endpoint, version))
+                .map_err(crate::error::bad_cursor)?,
         };
-        let size = self.shared.page_size;
-        let mut tools: Vec<Tool> = Vec::with_capacity(size.min(snapshot.tool_count()));
-        let mut iter = snapshot
-            .tools(self.view.prefix_scope())
-            .filter(|t| self.view.serves(t))
-            .filter(|t| access.allows(t))
-            .skip(start);
-        let mut schema_bytes = 0;
-        for t in iter.by_ref().take(size) {
-            schema_bytes += t.schema_len();
-            tools.push(t.mcp_for_listing());
-        }
-        // A page with megabytes of schemas leaves tens of megabytes of
-        // garbage (trees, then the serialised response); small pages are
-        // not worth a trim.
-        if schema_bytes > LARGE_LISTING_BYTES {
+        let visible = snapshot
+            .tools_from(scope, start)
+            .filter(|(_, t)| self.view.serves(t))
+            .filter(|(_, t)| access.allows(t));
+        let page = crate::pages::page(visible, self.shared.pages);
+        let tools: Vec<Tool> = page.tools.iter().map(|t| t.mcp_for_listing()).collect();
+        // A page leaves several times its size in garbage (trees, then the
+        // serialised response), spread over the worker threads' arenas
+        // that glibc keeps: trim once per megabyte listed, which a client
+        // paging through a large catalog passes many times.
+        let listed = self
+            .shared
+            .listed_since_trim
+            .fetch_add(page.bytes, Ordering::Relaxed);
+        if listed + page.bytes > LARGE_LISTING_BYTES {
+            self.shared.listed_since_trim.store(0, Ordering::Relaxed);
             crate::reload::release_freed_memory_soon();
         }
         let mut result = ListToolsResult::with_all_items(tools);
-        if iter.next().is_some() {
-            result.next_cursor = Some((start + size).to_string());
-        }
+        result.next_cursor = page.next.map(|next| {
+            PageCursor {
+                endpoint,
+                version,
+                next: next as u64,
+            }
+            .encode()
+        });
         Ok(result)
     }
 

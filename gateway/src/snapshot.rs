@@ -41,6 +41,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::{AuthConfig, GatewayConfig, Resolve, SecretRef, UpstreamConfig};
+use crate::pages::{ListingVersion, VersionHasher};
 use crate::rawjson::RawJson;
 use crate::schema_text::{SchemaPool, SchemaText};
 use crate::upstream::UpstreamRuntime;
@@ -70,6 +71,8 @@ pub struct ToolEntry {
     /// Where the name without `{prefix}{separator}` starts: what access
     /// rules match.
     base_start: usize,
+    /// JSON bytes of the tool in a `tools/list` result.
+    listed_bytes: usize,
 }
 
 /// A response validator, or why its schema does not compile.
@@ -171,10 +174,15 @@ impl ToolEntry {
         self.mcp.get_or_init(|| self.build_mcp())
     }
 
-    /// Length of the tool's schemas as JSON text: what its MCP view
-    /// costs to build and send.
-    pub fn schema_len(&self) -> usize {
-        self.input_json.text_len() + self.output_json.as_ref().map_or(0, SchemaText::text_len)
+    /// JSON bytes of [`Self::mcp`] as `tools/list` sends it, counted when
+    /// the snapshot was built: what pages are measured with.
+    pub fn listed_bytes(&self) -> usize {
+        self.listed_bytes
+    }
+
+    /// Whether the MCP view carries an `outputSchema`.
+    pub fn advertises_output(&self) -> bool {
+        self.output_json.is_some()
     }
 
     /// The MCP view for a listing: the cached one if the tool was used,
@@ -243,6 +251,48 @@ pub struct Snapshot {
     prefixes: BTreeMap<String, Vec<usize>>,
     /// Per prefix; absent for upstreams without an `access` policy.
     access: HashMap<String, UpstreamAccess>,
+    listing: ListingVersions,
+}
+
+/// What each endpoint lists, as versions that `tools/list` cursors carry
+/// ([`crate::pages`]).
+#[derive(Clone, Default)]
+struct ListingVersions {
+    all: ListingVersion,
+    by_prefix: HashMap<String, ListingVersion>,
+}
+
+impl ListingVersions {
+    /// Hashes, upstream by upstream in catalog order, each tool as it is
+    /// listed and each access policy.
+    fn of(
+        tools: &[Arc<ToolEntry>],
+        order: &[String],
+        prefixes: &BTreeMap<String, Vec<usize>>,
+        access: &HashMap<String, UpstreamAccess>,
+    ) -> ListingVersions {
+        let mut all = VersionHasher::combined();
+        let mut by_prefix = HashMap::with_capacity(order.len());
+        for prefix in order {
+            // NB: the policy as configured, serialised: its fields are
+            // lists and strings, so the bytes are the same everywhere.
+            let policy = access
+                .get(prefix)
+                .map(|a| serde_json::to_vec(&a.source).unwrap_or_default());
+            let mut h = VersionHasher::upstream(prefix, policy.as_deref());
+            for &i in prefixes.get(prefix).map(Vec::as_slice).unwrap_or_default() {
+                let t = &tools[i];
+                h.tool(&t.fingerprint, t.listed_bytes, t.advertises_output());
+            }
+            let v = h.finish();
+            all.part(prefix, v);
+            by_prefix.insert(prefix.clone(), v);
+        }
+        ListingVersions {
+            all: all.finish(),
+            by_prefix,
+        }
+    }
 }
 
 /// One upstream's policy, as configured and compiled.
@@ -345,6 +395,7 @@ impl Snapshot {
             index: HashMap::new(),
             prefixes: BTreeMap::new(),
             access: HashMap::new(),
+            listing: ListingVersions::default(),
         }
     }
 
@@ -439,6 +490,8 @@ impl Snapshot {
             }
         }
         cache.map = next_cache;
+        let order: Vec<String> = catalog.upstreams.iter().map(|u| u.prefix.clone()).collect();
+        let listing = ListingVersions::of(&tools, &order, &prefixes, &access);
         Ok(Snapshot {
             hash: catalog.hash.clone(),
             loaded: true,
@@ -447,6 +500,7 @@ impl Snapshot {
             index,
             prefixes,
             access,
+            listing,
         })
     }
 
@@ -488,6 +542,7 @@ impl Snapshot {
                     error_jq: t.error_jq.clone(),
                     fingerprint: t.fingerprint.clone(),
                     base_start: t.base_start,
+                    listed_bytes: t.listed_bytes,
                 })
             })
             .collect();
@@ -498,6 +553,7 @@ impl Snapshot {
             index: self.index.clone(),
             prefixes: self.prefixes.clone(),
             access: self.access.clone(),
+            listing: self.listing.clone(),
             tools,
         }
     }
@@ -517,6 +573,34 @@ impl Snapshot {
                 Some(ix) => Box::new(ix.iter().map(move |&i| &self.tools[i])),
                 None => Box::new(std::iter::empty()),
             },
+        }
+    }
+
+    /// Tools visible at `scope` from catalog position `start` on, with
+    /// their positions: where a `tools/list` page resumes.
+    pub fn tools_from<'a>(
+        &'a self,
+        scope: Option<&str>,
+        start: usize,
+    ) -> Box<dyn Iterator<Item = (usize, &'a Arc<ToolEntry>)> + 'a> {
+        match scope {
+            None => Box::new(self.tools.iter().enumerate().skip(start)),
+            Some(p) => match self.prefixes.get(p) {
+                Some(ix) => {
+                    let from = ix.partition_point(|&i| i < start);
+                    Box::new(ix[from..].iter().map(move |&i| (i, &self.tools[i])))
+                }
+                None => Box::new(std::iter::empty()),
+            },
+        }
+    }
+
+    /// The version of what `scope` lists (`None`: every tool), for
+    /// `tools/list` cursors.
+    pub fn listing_version(&self, scope: Option<&str>) -> ListingVersion {
+        match scope {
+            None => self.listing.all,
+            Some(p) => self.listing.by_prefix.get(p).copied().unwrap_or_default(),
         }
     }
 
@@ -611,13 +695,19 @@ fn build_tool(
         }
     };
     object(&t.input_schema, "inputSchema")?;
-    validate::compile(&t.input_schema.to_value()).map_err(e("inputSchema"))?;
-    let input_json = pool.intern(t.input_schema.as_str().to_string());
+    // NB: kept as serde_json writes the parsed value, which is what a
+    // listing sends (a catalog file may have been written otherwise, e.g.
+    // `1E3`), so that `listed_bytes` is exact.
+    let input = t.input_schema.to_value();
+    validate::compile(&input).map_err(e("inputSchema"))?;
+    let input_json = pool.intern(input.to_string());
+    drop(input);
     let output_json = match &t.output_schema {
         Some(s) => {
             object(s, "outputSchema")?;
-            validate::compile_raw(&s.to_value()).map_err(e("outputSchema"))?;
-            Some(pool.intern(s.as_str().to_string()))
+            let output = s.to_value();
+            validate::compile_raw(&output).map_err(e("outputSchema"))?;
+            Some(pool.intern(output.to_string()))
         }
         None => None,
     };
@@ -641,12 +731,13 @@ fn build_tool(
     };
     let fingerprint = hex(&Sha256::digest(serde_json::to_vec(t).unwrap_or_default()));
     // The schemas live in the compact fields above; not twice.
-    let def = catalog::Tool {
+    let mut def = catalog::Tool {
         name: t.name.clone(),
         title: t.title.clone(),
         description: t.description.clone(),
         input_schema: catalog::Schema::default(),
-        output_schema: None,
+        // Placeholders while the listing is measured.
+        output_schema: output_json.as_ref().map(|_| catalog::Schema::default()),
         annotations: t.annotations.clone(),
         operation: t.operation.clone(),
         plan: t.plan.clone(),
@@ -657,6 +748,8 @@ fn build_tool(
         auth_required: t.auth_required,
         toolsets: t.toolsets.clone(),
     };
+    let listed_bytes = listed_bytes(&def, &input_json, output_json.as_ref());
+    def.output_schema = None;
     Ok(ToolEntry {
         def,
         prefix: prefix.to_string(),
@@ -673,7 +766,22 @@ fn build_tool(
         error_jq: jq(&t.transforms.error, "transforms.error")?,
         fingerprint,
         base_start,
+        listed_bytes,
     })
+}
+
+/// JSON bytes of a tool as [`ToolEntry::build_mcp`] lists it: `def`
+/// with placeholder schemas (`{}`, and an output schema where one is
+/// advertised), measured by [`catalog::listing::tool_bytes`], with the
+/// placeholders' length swapped for that of the texts the listing is
+/// built from.
+fn listed_bytes(def: &catalog::Tool, input: &SchemaText, output: Option<&SchemaText>) -> usize {
+    let placeholder = catalog::Schema::default().as_str().len();
+    let counted = catalog::listing::tool_bytes(def, output.is_some());
+    let counted = usize::try_from(counted).unwrap_or(usize::MAX);
+    let schemas = input.text_len() + output.map_or(0, SchemaText::text_len);
+    let placeholders = placeholder * (1 + usize::from(output.is_some()));
+    (counted + schemas).saturating_sub(placeholders)
 }
 
 /// What decides whether a runtime can be reused: its settings, its base
@@ -726,4 +834,59 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
         let _ = write!(s, "{b:02x}");
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A catalog written by hand, not by serde_json: odd number forms,
+    /// escapes, non-ASCII text, a title, annotations, an output schema.
+    const CATALOG: &str = r#"{"format": "toolgate.dev/catalog/v1", "hash": "", "upstreams": [{
+        "prefix": "pets", "hash": "", "defaultBaseUrl": "http://127.0.0.1:9",
+        "source": {"openapiVersion": "3.0.3", "operationCount": 2},
+        "tools": [
+          {"name": "pets__get", "title": "Get a \"pet\"", "description": "Fetch\n\tone pet: 🐕 \u0001 é",
+           "inputSchema": {"type": "object", "properties": {"id": {"type": "number", "maximum": 1E3, "multipleOf": 0.50}}},
+           "outputSchema": {"type" : "object"},
+           "annotations": {"readOnlyHint": true, "title": "Get"},
+           "operation": {"method": "GET", "path": "/pets", "pointer": "/paths/~1pets/get"},
+           "plan": {"method": "GET", "path": "/pets", "params": []},
+           "responseFormat": "auto"},
+          {"name": "pets__bare", "inputSchema": {},
+           "annotations": {},
+           "operation": {"method": "GET", "path": "/bare", "pointer": "/paths/~1bare/get"},
+           "plan": {"method": "GET", "path": "/bare", "params": []},
+           "responseFormat": "auto"}
+        ]}]}"#;
+
+    #[test]
+    fn listed_bytes_are_the_bytes_a_listing_sends() {
+        let catalog: Catalog = serde_json::from_str(CATALOG).expect("fixture parses");
+        let snapshot = Snapshot::build(
+            &catalog,
+            &GatewayConfig::default(),
+            &Overrides::default(),
+            &mut RuntimeCache::default(),
+        )
+        .expect("fixture builds");
+        assert_eq!(snapshot.tool_count(), 2);
+        for t in snapshot.tools(None) {
+            let sent = serde_json::to_vec(&t.mcp_for_listing()).unwrap();
+            assert_eq!(
+                t.listed_bytes(),
+                sent.len(),
+                "{}",
+                String::from_utf8_lossy(&sent)
+            );
+        }
+        let get = snapshot.tool("pets__get").unwrap();
+        assert!(get.advertises_output());
+        assert_eq!(
+            serde_json::to_value(get.mcp_for_listing()).unwrap()["inputSchema"]["properties"]["id"]
+                ["maximum"],
+            json!(1000.0)
+        );
+    }
 }

@@ -72,6 +72,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         grace_period_seconds: 5.0,
         shutdown_delay_seconds: None,
         page_size: gateway::server::DEFAULT_PAGE_SIZE,
+        page_bytes: gateway::pages::DEFAULT_PAGE_BYTES,
         poll_interval_ms: 250,
         session_key_file: None,
         session_key_grace_seconds: gateway::session::DEFAULT_KEY_GRACE.as_secs(),

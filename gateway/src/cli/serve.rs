@@ -87,9 +87,14 @@ pub struct ServeArgs {
     /// SIGTERM or Ctrl-C skips the wait.
     #[arg(long, env = "TOOLGATE_SHUTDOWN_DELAY_SECONDS")]
     pub shutdown_delay_seconds: Option<f64>,
-    /// tools/list page size.
-    #[arg(long, default_value_t = gateway::server::DEFAULT_PAGE_SIZE)]
+    /// tools/list page size: most tools on one page.
+    #[arg(long, env = "TOOLGATE_PAGE_SIZE", default_value_t = gateway::server::DEFAULT_PAGE_SIZE)]
     pub page_size: usize,
+    /// tools/list page budget: most JSON bytes of tools on one page (a
+    /// single larger tool goes alone on its page). The JSON-RPC envelope
+    /// adds about a hundred bytes.
+    #[arg(long, env = "TOOLGATE_PAGE_BYTES", default_value_t = gateway::pages::DEFAULT_PAGE_BYTES)]
+    pub page_bytes: usize,
     /// File holding the key (at least 32 bytes) that signs session ids.
     /// Give every replica the same key (a Secret) so any replica accepts
     /// any session; without it each process makes its own key and its
@@ -139,6 +144,12 @@ pub async fn run_with(
 ) -> anyhow::Result<()> {
     if args.max_sessions == 0 {
         bail!("--max-sessions must be at least 1");
+    }
+    if args.page_size == 0 {
+        bail!("--page-size must be at least 1");
+    }
+    if args.page_bytes == 0 {
+        bail!("--page-bytes must be at least 1");
     }
     if args.max_request_body_bytes == 0 {
         bail!("--max-request-body-bytes must be at least 1");
@@ -287,6 +298,7 @@ pub async fn run_with(
         allowed_hosts,
         allowed_origins: args.allowed_origins.clone(),
         page_size: args.page_size,
+        page_bytes: args.page_bytes,
         cancel: cancel.clone(),
         max_request_body_bytes: args.max_request_body_bytes,
         sessions: gateway::server::SessionSettings {

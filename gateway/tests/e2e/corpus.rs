@@ -1,16 +1,13 @@
 use gateway::config::GatewayConfig;
 use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
 
-/// Whatever the compiler emits for the real-world corpus, the gateway can
-/// serve: every input/output/response schema compiles as a validator and
-/// every transform compiles, in one snapshot of all documents together.
-#[test]
-fn every_compiled_corpus_catalog_builds_one_snapshot() {
-    gateway::upstream::install_crypto_provider();
+/// Every corpus document that compiles, as upstream `c{i}` (`i`: its
+/// place in the sorted corpus), all in one catalog; and the documents
+/// that did not compile, with why.
+pub fn corpus_catalog() -> (catalog::Catalog, Vec<String>) {
     let entries = toolgate_corpus::documents();
     let options = catalog::CompileOptions::default();
     let mut upstreams = Vec::new();
-    let mut overrides = Overrides::default();
     let mut not_compiled = Vec::new();
     for (i, path) in entries.iter().enumerate() {
         let prefix = format!("c{i}");
@@ -23,21 +20,31 @@ fn every_compiled_corpus_catalog_builds_one_snapshot() {
             overlays: &[],
             options: &options,
         }) {
-            Ok(u) => {
-                overrides
-                    .base_urls
-                    .insert(prefix, "http://127.0.0.1:9/api".into());
-                upstreams.push(u);
-            }
+            Ok(u) => upstreams.push(u),
             Err(e) => not_compiled.push(format!("{}: {e}", path.display())),
         }
     }
+    (catalog::Catalog::new(upstreams), not_compiled)
+}
+
+/// Whatever the compiler emits for the real-world corpus, the gateway can
+/// serve: every input/output/response schema compiles as a validator and
+/// every transform compiles, in one snapshot of all documents together.
+#[test]
+fn every_compiled_corpus_catalog_builds_one_snapshot() {
+    gateway::upstream::install_crypto_provider();
+    let (catalog, not_compiled) = corpus_catalog();
+    let mut overrides = Overrides::default();
+    for u in &catalog.upstreams {
+        overrides
+            .base_urls
+            .insert(u.prefix.clone(), "http://127.0.0.1:9/api".into());
+    }
     assert!(
-        upstreams.len() >= 10,
+        catalog.upstreams.len() >= 10,
         "only {} documents compiled: {not_compiled:#?}",
-        upstreams.len()
+        catalog.upstreams.len()
     );
-    let catalog = catalog::Catalog::new(upstreams);
     let snapshot = Snapshot::build(
         &catalog,
         &GatewayConfig::default(),

@@ -36,6 +36,9 @@ mod list;
 mod memory;
 /// Token exchange, forwarded identity and rate limits with real tokens.
 mod on_behalf;
+/// tools/list pages bounded by bytes; cursors across reloads, endpoints
+/// and replicas; the corpus through rmcp and the official SDKs.
+mod pages;
 
 mod product;
 /// Hot reload: list_changed, reload under load, the real binary.

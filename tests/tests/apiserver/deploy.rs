@@ -282,6 +282,7 @@ const GATEWAY_SERVE_FLAGS: &[&str] = &[
     "--grace-period-seconds",
     "--shutdown-delay-seconds",
     "--page-size",
+    "--page-bytes",
     "--config",
 ];
 

@@ -42,6 +42,7 @@ pub mod inbound;
 pub mod intake;
 pub mod kubernetes;
 pub mod ops;
+pub mod output_schema;
 pub mod payload;
 pub mod rate_limit;
 pub mod rawjson;

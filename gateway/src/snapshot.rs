@@ -55,6 +55,9 @@ pub struct ToolEntry {
     pub upstream: Arc<UpstreamRuntime>,
     input_json: SchemaText,
     output_json: Option<SchemaText>,
+    /// Whether `tools/list` shows `output_json`: then every success result
+    /// carries `structuredContent` matching it ([`crate::output_schema`]).
+    lists_output: bool,
     /// Success response checks by status key (`200`, `2XX`, `default`).
     responses: Vec<(String, ResponseSource)>,
     input: OnceLock<Result<Validator, String>>,
@@ -171,10 +174,20 @@ impl ToolEntry {
         self.mcp.get_or_init(|| self.build_mcp())
     }
 
-    /// Length of the tool's schemas as JSON text: what its MCP view
-    /// costs to build and send.
+    /// Length of the tool's listed schemas as JSON text: what its MCP
+    /// view costs to build and send.
     pub fn schema_len(&self) -> usize {
-        self.input_json.text_len() + self.output_json.as_ref().map_or(0, SchemaText::text_len)
+        self.input_json.text_len() + self.listed_output().map_or(0, SchemaText::text_len)
+    }
+
+    /// Whether the tool lists its outputSchema, promising `structuredContent`
+    /// that matches it on every success result.
+    pub fn lists_output(&self) -> bool {
+        self.lists_output
+    }
+
+    fn listed_output(&self) -> Option<&SchemaText> {
+        self.output_json.as_ref().filter(|_| self.lists_output)
     }
 
     /// The MCP view for a listing: the cached one if the tool was used,
@@ -196,7 +209,7 @@ impl ToolEntry {
         if let Some(title) = &t.title {
             mcp = mcp.with_title(title.clone());
         }
-        if let Some(os) = &self.output_json {
+        if let Some(os) = self.listed_output() {
             mcp = mcp.with_raw_output_schema(Arc::new(os.object()));
         }
         let a = &t.annotations;
@@ -409,18 +422,26 @@ impl Snapshot {
                 );
             }
             let slot = prefixes.entry(up.prefix.clone()).or_default();
+            let advertise_output = cfg.response_validation.advertises_output_schemas();
             for t in &up.tools {
                 let base_start = up
                     .base_name(&t.name)
                     .map_or(0, |base| t.name.len() - base.len());
-                let entry = build_tool(t, &up.prefix, base_start, runtime.clone(), &mut pool)
-                    .map_err(|(field, message)| SnapshotError {
-                        upstream: up.prefix.clone(),
-                        tool: Some(t.name.clone()),
-                        field,
-                        message,
-                        held_by: None,
-                    })?;
+                let entry = build_tool(
+                    t,
+                    &up.prefix,
+                    base_start,
+                    runtime.clone(),
+                    advertise_output,
+                    &mut pool,
+                )
+                .map_err(|(field, message)| SnapshotError {
+                    upstream: up.prefix.clone(),
+                    tool: Some(t.name.clone()),
+                    field,
+                    message,
+                    held_by: None,
+                })?;
                 if let Some(first) = index.insert(t.name.clone(), tools.len()) {
                     let held_by: &Arc<ToolEntry> = &tools[first];
                     return Err(SnapshotError {
@@ -466,6 +487,7 @@ impl Snapshot {
                     upstream: t.upstream.clone(),
                     input_json: t.input_json.copied(&mut seen),
                     output_json: t.output_json.as_ref().map(|s| s.copied(&mut seen)),
+                    lists_output: t.lists_output,
                     responses: t
                         .responses
                         .iter()
@@ -592,6 +614,7 @@ fn build_tool(
     prefix: &str,
     base_start: usize,
     upstream: Arc<UpstreamRuntime>,
+    advertise_output: bool,
     pool: &mut SchemaPool,
 ) -> Result<ToolEntry, (String, String)> {
     fn e(field: &str) -> impl Fn(String) -> (String, String) + '_ {
@@ -613,11 +636,19 @@ fn build_tool(
     object(&t.input_schema, "inputSchema")?;
     validate::compile(&t.input_schema.to_value()).map_err(e("inputSchema"))?;
     let input_json = pool.intern(t.input_schema.as_str().to_string());
+    let lists_output = catalog::listing::lists_output_schema(t, advertise_output);
     let output_json = match &t.output_schema {
         Some(s) => {
             object(s, "outputSchema")?;
-            validate::compile_raw(&s.to_value()).map_err(e("outputSchema"))?;
-            Some(pool.intern(s.as_str().to_string()))
+            let value = s.to_value();
+            validate::compile_raw(&value).map_err(e("outputSchema"))?;
+            // Listed and checked alike; without `format`, which the
+            // validator does not assert either.
+            let text = match lists_output {
+                true => crate::output_schema::listed(value).to_string(),
+                false => s.as_str().to_string(),
+            };
+            Some(pool.intern(text))
         }
         None => None,
     };
@@ -639,7 +670,12 @@ fn build_tool(
             .map(|s| JqProgram::compile(s).map_err(|err| (field.to_string(), err.message)))
             .transpose()
     };
-    let fingerprint = hex(&Sha256::digest(serde_json::to_vec(t).unwrap_or_default()));
+    // What the tool lists changes with `lists_output` too (a config
+    // switched to `fail`): that is a modified tool.
+    let mut fingerprint = Sha256::new();
+    fingerprint.update(serde_json::to_vec(t).unwrap_or_default());
+    fingerprint.update([u8::from(lists_output)]);
+    let fingerprint = hex(&fingerprint.finalize());
     // The schemas live in the compact fields above; not twice.
     let def = catalog::Tool {
         name: t.name.clone(),
@@ -663,6 +699,7 @@ fn build_tool(
         upstream,
         input_json,
         output_json,
+        lists_output,
         responses,
         input: OnceLock::new(),
         output: OnceLock::new(),

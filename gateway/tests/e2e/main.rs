@@ -36,6 +36,8 @@ mod list;
 mod memory;
 /// Token exchange, forwarded identity and rate limits with real tokens.
 mod on_behalf;
+/// The outputSchema contract through the official SDK clients and rmcp.
+mod output_schema;
 
 mod product;
 /// Hot reload: list_changed, reload under load, the real binary.

@@ -302,18 +302,18 @@ async fn run_client(client: &str, mut cmd: Command) -> Vec<u8> {
     out.stdout
 }
 
-async fn python_report(sdk: &SdkClients, url: &str) -> Report {
+async fn python_report(sdk: &SdkClients, url: &str, calls: &Value) -> Report {
     let mut cmd = Command::new(&sdk.python);
     cmd.arg(client_script("call_tools.py"))
         .arg(url)
-        .arg(calls().to_string());
+        .arg(calls.to_string());
     let out = run_client("the Python SDK client", cmd).await;
     Report::parse("python", &out)
 }
 
 /// Node resolves imports from the script's directory: the script runs
 /// from a directory of its own beside a link to the SDK's node_modules.
-async fn typescript_report(sdk: &SdkClients, url: &str) -> Report {
+async fn typescript_report(sdk: &SdkClients, url: &str, calls: &Value) -> Report {
     let dir = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(
         sdk.node_dir.join("node_modules"),
@@ -323,7 +323,7 @@ async fn typescript_report(sdk: &SdkClients, url: &str) -> Report {
     let script = dir.path().join("call_tools.mjs");
     std::fs::copy(client_script("call_tools.mjs"), &script).unwrap();
     let mut cmd = Command::new(&sdk.node);
-    cmd.arg(&script).arg(url).arg(calls().to_string());
+    cmd.arg(&script).arg(url).arg(calls.to_string());
     let out = run_client("the TypeScript SDK client", cmd).await;
     Report::parse("typescript", &out)
 }
@@ -378,12 +378,12 @@ async fn python_sdk_takes_warn_violations_as_data_and_fail_violations_as_errors(
     let gw = shop_gateway("warn").await;
     assert_warn(
         "python",
-        &python_report(&sdk, &format!("{}/mcp", gw.url)).await,
+        &python_report(&sdk, &format!("{}/mcp", gw.url), &calls()).await,
     );
     let gw = shop_gateway("fail").await;
     assert_fail(
         "python",
-        &python_report(&sdk, &format!("{}/mcp", gw.url)).await,
+        &python_report(&sdk, &format!("{}/mcp", gw.url), &calls()).await,
     );
 }
 
@@ -395,12 +395,12 @@ async fn typescript_sdk_takes_warn_violations_as_data_and_fail_violations_as_err
     let gw = shop_gateway("warn").await;
     assert_warn(
         "typescript",
-        &typescript_report(&sdk, &format!("{}/mcp", gw.url)).await,
+        &typescript_report(&sdk, &format!("{}/mcp", gw.url), &calls()).await,
     );
     let gw = shop_gateway("fail").await;
     assert_fail(
         "typescript",
-        &typescript_report(&sdk, &format!("{}/mcp", gw.url)).await,
+        &typescript_report(&sdk, &format!("{}/mcp", gw.url), &calls()).await,
     );
 }
 
@@ -475,4 +475,52 @@ async fn switching_to_fail_lists_output_schemas_and_sends_list_changed() {
     let after = client.list_all_tools().await.unwrap();
     let item = after.iter().find(|t| t.name == "shop__get_item").unwrap();
     assert!(item.output_schema.is_some());
+}
+
+/// Every output schema the compiler makes for the corpus is one the
+/// TypeScript SDK takes as the gateway lists it under `fail`: the SDK
+/// compiles each (AJV) when it lists, and one it cannot compile fails the
+/// whole listing.
+#[tokio::test]
+async fn typescript_sdk_takes_every_corpus_output_schema_under_fail() {
+    let Some(sdk) = toolgate_tests::tools::sdk_clients() else {
+        return;
+    };
+    let options = catalog::CompileOptions::default();
+    let mut upstreams = Vec::new();
+    let mut config = String::from("upstreams:\n");
+    for (i, path) in toolgate_corpus::documents().iter().enumerate() {
+        let prefix = format!("c{i}");
+        let spec = std::fs::read(path).unwrap();
+        let document = path.display().to_string();
+        let u = catalog::compile_upstream(&catalog::UpstreamSource {
+            prefix: &prefix,
+            document: &document,
+            spec: &spec,
+            overlays: &[],
+            options: &options,
+        })
+        .unwrap_or_else(|e| panic!("{document}: {e}"));
+        config.push_str(&format!(
+            "  {prefix}: {{baseUrl: 'http://127.0.0.1:9', responseValidation: fail}}\n"
+        ));
+        upstreams.push(u);
+    }
+    let catalog = Catalog::new(upstreams);
+    let listed = catalog
+        .upstreams
+        .iter()
+        .flat_map(|u| &u.tools)
+        .filter(|t| catalog::listing::lists_output_schema(t, true))
+        .count();
+    assert!(listed > 1000, "{listed}");
+    let edge = gateway::EdgeOptions {
+        page_size: 100,
+        ..Default::default()
+    };
+    let gw = start_gateway_with(&catalog, gateway::config::parse(&config).unwrap(), edge).await;
+    let r = typescript_report(&sdk, &format!("{}/mcp", gw.url), &json!([])).await;
+    assert_eq!(r.tools.len(), catalog.tool_count());
+    let with_schema = r.tools.iter().filter(|(_, s)| !s.is_null()).count();
+    assert_eq!(with_schema, listed);
 }

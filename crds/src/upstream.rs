@@ -330,7 +330,9 @@ pub struct ValidationSpec {
     pub response: bool,
 
     /// What a response failing its schema does when `response` is on.
-    /// Defaults to `warn`.
+    /// Only `fail` lists the tools' output schemas in `tools/list`: MCP
+    /// clients reject a success result that does not match a listed
+    /// schema, and only `fail` never returns one. Defaults to `warn`.
     #[serde(default)]
     pub response_failure: ResponseFailure,
 
@@ -368,10 +370,11 @@ fn default_true() -> bool {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ResponseFailure {
-    /// Return the response and log a warning.
+    /// Return the response and log a warning; list no output schemas.
     #[default]
     Warn,
-    /// Return a tool error naming the failing fields.
+    /// Return a tool error naming the failing fields; list output schemas,
+    /// which every success result then matches.
     Fail,
 }
 

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::Tool;
+use crate::model::{ResponseFormat, Tool};
 
 /// How an MCP endpoint lists its tools.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -56,9 +56,26 @@ impl std::iter::Sum for ListingSize {
     }
 }
 
+/// Whether `tool` lists its outputSchema on an upstream that advertises
+/// output schemas (`advertise_output`, from
+/// [`crate::runtime::ResponseValidation::advertises_output_schemas`]):
+/// only a tool whose results are JSON can carry the `structuredContent`
+/// the schema promises.
+pub fn lists_output_schema(tool: &Tool, advertise_output: bool) -> bool {
+    advertise_output
+        && tool.output_schema.is_some()
+        && matches!(
+            tool.response_format,
+            ResponseFormat::Auto | ResponseFormat::Json
+        )
+}
+
 /// JSON bytes of `tool` as `tools/list` lists it, with its output schema
 /// when `advertise_output` (whether a tool advertises it depends on the
-/// upstream's runtime settings, not on the catalog).
+/// upstream's runtime settings, not on the catalog; see
+/// [`lists_output_schema`]). The listed outputSchema has no `format`
+/// keywords (see the gateway's `output_schema` module), counted here: a
+/// slight overestimate with output schemas.
 pub fn tool_bytes(tool: &Tool, advertise_output: bool) -> u64 {
     // NB: counted, not built: a large catalog must not be serialised
     // again just to be measured.
@@ -77,10 +94,12 @@ pub fn tool_bytes(tool: &Tool, advertise_output: bool) -> u64 {
         field("description", json_string_len(d));
     }
     field("inputSchema", tool.input_schema.as_str().len());
-    if advertise_output {
-        if let Some(o) = &tool.output_schema {
-            field("outputSchema", o.as_str().len());
-        }
+    if let Some(o) = tool
+        .output_schema
+        .as_ref()
+        .filter(|_| lists_output_schema(tool, advertise_output))
+    {
+        field("outputSchema", o.as_str().len());
     }
     let a = &tool.annotations;
     let annotations = serde_json::to_string(a).map_or(0, |s| s.len());

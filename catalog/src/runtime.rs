@@ -73,13 +73,28 @@ pub struct UpstreamConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ResponseValidation {
-    /// Log and return the data.
+    /// Log, count and return the data; output schemas are not listed.
     #[default]
     Warn,
-    /// Return isError with the validation errors.
+    /// Return isError with the validation errors; output schemas are
+    /// listed, and every success result matches them.
     Fail,
-    /// Do not validate.
+    /// Do not validate; output schemas are not listed.
     Off,
+}
+
+impl ResponseValidation {
+    /// Whether an upstream validated this way lists its tools' output
+    /// schemas in `tools/list`. A listed outputSchema is a promise that
+    /// every success result carries `structuredContent` matching it
+    /// (clients check, and throw on a result that breaks it), and only
+    /// `fail` can keep that promise: it turns a nonconforming response
+    /// into an error, where `warn` and `off` return it as a success.
+    /// The gateway lists by this rule, the operator and `toolgate lint`
+    /// estimate listing sizes by it ([`crate::listing`]).
+    pub fn advertises_output_schemas(self) -> bool {
+        self == ResponseValidation::Fail
+    }
 }
 
 /// Outbound authentication of one upstream.

@@ -55,10 +55,11 @@ pub use overlay::{
 };
 pub use replica::{McpGatewayReplica, McpGatewayReplicaSpec};
 pub use upstream::{
-    AuthSecretRef, AuthSpec, AuthType, HttpSpec, McpUpstream, McpUpstreamSpec, McpUpstreamStatus,
-    OpenApiSource, RejectedOperation, ResponseFailure, Scheme, ServiceRef, ValidationSpec,
-    DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_REFRESH_INTERVAL, DEFAULT_TIMEOUT, HEADER_NAME_PATTERN,
-    HTTP_URL_PATTERN, MAX_STATUS_REJECTED, MAX_STATUS_WARNINGS, TOOL_PREFIX_PATTERN,
+    AuthSecretRef, AuthSpec, AuthType, HttpSpec, ListingSize, McpUpstream, McpUpstreamSpec,
+    McpUpstreamStatus, OpenApiSource, RejectedOperation, ResponseFailure, Scheme, ServiceRef,
+    ValidationSpec, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_REFRESH_INTERVAL, DEFAULT_TIMEOUT,
+    HEADER_NAME_PATTERN, HTTP_URL_PATTERN, MAX_STATUS_REJECTED, MAX_STATUS_WARNINGS,
+    TOOL_PREFIX_PATTERN,
 };
 
 /// API group of every kind.

@@ -77,6 +77,11 @@ pub const MAX_STATUS_REJECTED: usize = 50;
     printcolumn(name = "Prefix", type_ = "string", json_path = ".spec.toolPrefix"),
     printcolumn(name = "Tools", type_ = "integer", json_path = ".status.toolCount"),
     printcolumn(
+        name = "Tokens",
+        type_ = "integer",
+        json_path = ".status.listing.tokens"
+    ),
+    printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = r#".status.conditions[?(@.type=="Ready")].status"#
@@ -325,7 +330,9 @@ pub struct ValidationSpec {
     pub response: bool,
 
     /// What a response failing its schema does when `response` is on.
-    /// Defaults to `warn`.
+    /// Only `fail` lists the tools' output schemas in `tools/list`: MCP
+    /// clients reject a success result that does not match a listed
+    /// schema, and only `fail` never returns one. Defaults to `warn`.
     #[serde(default)]
     pub response_failure: ResponseFailure,
 
@@ -363,10 +370,11 @@ fn default_true() -> bool {
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ResponseFailure {
-    /// Return the response and log a warning.
+    /// Return the response and log a warning; list no output schemas.
     #[default]
     Warn,
-    /// Return a tool error naming the failing fields.
+    /// Return a tool error naming the failing fields; list output schemas,
+    /// which every success result then matches.
     Fail,
 }
 
@@ -634,6 +642,16 @@ pub struct McpUpstreamStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected_count: Option<u32>,
 
+    /// Estimated size of this upstream's tools in a `tools/list` result,
+    /// as clients receive it: each tool's name, title, description,
+    /// inputSchema and annotations, and its outputSchema only with
+    /// `validation.responseFailure: fail` (the one mode that lists output
+    /// schemas). Tokens are estimated as bytes ÷ 4. Describes the compiled
+    /// catalog; when the latest spec fails, the last good one. Optional;
+    /// omitted when unset (nothing compiled yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listing: Option<ListingSize>,
+
     /// Hash of the published catalog of this upstream (the catalog's own
     /// `hash`). Unchanged hash, unchanged tools. Optional; omitted when
     /// unset.
@@ -671,6 +689,26 @@ impl McpUpstreamStatus {
             .collect();
         self.rejected_count = Some(saturating_u32(catalog.rejected.len()));
         self.catalog_hash = Some(catalog.hash.clone());
+    }
+}
+
+/// An estimated `tools/list` size.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListingSize {
+    /// JSON bytes of the listed tools, without the JSON-RPC envelope.
+    pub bytes: u64,
+    /// `bytes` ÷ 4, rounded up: the usual rule of thumb for English and
+    /// JSON with common tokenizers.
+    pub tokens: u64,
+}
+
+impl From<catalog::listing::ListingSize> for ListingSize {
+    fn from(s: catalog::listing::ListingSize) -> Self {
+        ListingSize {
+            bytes: s.bytes,
+            tokens: s.tokens,
+        }
     }
 }
 

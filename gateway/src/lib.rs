@@ -44,6 +44,7 @@ pub mod intake;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod ops;
+pub mod output_schema;
 pub mod pages;
 pub mod payload;
 pub mod rate_limit;

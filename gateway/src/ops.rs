@@ -287,9 +287,11 @@ async fn readyz(State(state): State<AppState>, req: Request) -> Response {
 }
 
 /// What is served: the catalog hash (in Kubernetes mode the published
-/// index's), tools, upstreams and when it loaded. Names no secrets, but
-/// names every prefix: held to the MCP endpoints' Host and Origin rules,
-/// so a DNS-rebinding page cannot read it, and to their authentication.
+/// index's), tools, upstreams (with the responses each returned under
+/// `warn` although they did not match their schema) and when it loaded.
+/// Names no secrets, but names every prefix: held to the MCP endpoints'
+/// Host and Origin rules, so a DNS-rebinding page cannot read it, and to
+/// their authentication.
 async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
         return r;
@@ -301,6 +303,17 @@ async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     let mut body = serde_json::to_value(&*snap.provenance).unwrap_or_default();
     if let Some(o) = body.as_object_mut() {
         o.insert("ready".into(), snap.loaded.into());
+    }
+    // Counted per runtime (kept while the upstream's settings are), so
+    // not part of the snapshot's provenance.
+    for u in body["upstreams"].as_array_mut().into_iter().flatten() {
+        let runtime = u["prefix"]
+            .as_str()
+            .and_then(|p| snap.tools(Some(p)).next())
+            .map(|t| t.upstream.response_violations());
+        if let (Some(n), Some(o)) = (runtime, u.as_object_mut()) {
+            o.insert("responseViolations".into(), n.into());
+        }
     }
     Json(body).into_response()
 }

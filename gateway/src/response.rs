@@ -6,12 +6,16 @@
 //!    `Content-Type`) picks the content kind: JSON, text, image, audio or
 //!    binary (an embedded resource blob).
 //! 3. JSON bodies are validated against the operation's response schema:
-//!    `warn` logs and returns the data, `fail` returns isError naming the
-//!    violations, `off` skips it.
+//!    `warn` logs, counts and returns the data, `fail` returns isError
+//!    naming the violations, `off` skips it.
 //! 4. The jq response transform runs, if any.
-//! 5. `structuredContent` is sent only when the (wrapped) result validates
-//!    against the advertised `outputSchema`: clients reject a result that
-//!    does not, so such a result goes out as text only.
+//! 5. A tool that lists its `outputSchema` (only under `fail`, see
+//!    [`crate::output_schema`]) keeps the promise that every success
+//!    result carries `structuredContent` matching it: a result that would
+//!    not (no body, not JSON, not matching the outputSchema, whichever
+//!    schema its status has) is isError saying why. Other tools with an
+//!    output wrap send `structuredContent` whenever the (wrapped) data is
+//!    an object, matching or not: no schema is listed for it to break.
 //!
 //! **Error path** (status in `errorStatus`): the body is parsed
 //! (`application/problem+json` per RFC 9457, else JSON, else text) and
@@ -116,11 +120,22 @@ fn is_text(m: &str) -> bool {
 /// its share of the response budget.
 pub async fn success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
     if resp.body.is_empty() {
+        if tool.lists_output() {
+            return unkept(
+                tool,
+                format!("upstream answered HTTP {} with no body", resp.status),
+            );
+        }
         return CallToolResult::success(vec![ContentBlock::text("")]);
     }
     let media = resp.media_type.clone();
     let media = media.as_deref();
-    match kind(tool.def.response_format, media, &resp.body) {
+    let kind = kind(tool.def.response_format, media, &resp.body);
+    if kind != Kind::Json && tool.lists_output() {
+        let media = media.unwrap_or("no Content-Type");
+        return unkept(tool, format!("upstream answered with {media}, not JSON"));
+    }
+    match kind {
         Kind::Text => text_result(resp.body, resp.permit, false),
         Kind::Image => {
             let data = Payload::binary(resp.body, Some(resp.permit)).register(1);
@@ -162,6 +177,15 @@ fn text_result(body: Bytes, permit: BudgetPermit, is_error: bool) -> CallToolRes
     }
 }
 
+/// isError for a success response that cannot keep the promise of the
+/// tool's listed outputSchema.
+fn unkept(tool: &ToolEntry, why: String) -> CallToolResult {
+    error_text(format!(
+        "{why}; {} lists an outputSchema, so it returns only results that match it (responseValidation: fail)",
+        tool.def.name
+    ))
+}
+
 /// The output wrap of `doc` as the outputSchema sees it.
 fn wrapped<'a>(tool: &ToolEntry, doc: &Document<'a>) -> RawNode<'a> {
     match tool.def.output_wrap {
@@ -178,13 +202,18 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
         deadline,
         ..
     } = resp;
+    // The validator a listed outputSchema holds every result to.
+    let promised = tool.output().filter(|_| tool.lists_output());
     // Checked, validated and measured in place: no tree of the body.
-    let (output_valid, tree_bytes) = {
+    let tree_bytes = {
         let Ok(doc) = Document::parse(&body) else {
+            if promised.is_some() {
+                return unkept(tool, "upstream sent a body that is not JSON".into());
+            }
             tracing::warn!(tool = %tool.def.name, "upstream sent a body that is not JSON; returning it as text");
             return text_result(body, permit, false);
         };
-        let mut output_valid = None;
+        let mut output_checked = false;
         let mode = tool.upstream.response_validation;
         if let Some(check) = tool
             .response_check(status)
@@ -193,36 +222,36 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
             let result = match check {
                 ResponseCheck::Schema(v) => validate::check_raw(v, &doc, doc.root()),
                 ResponseCheck::Output(v) => {
-                    let r = validate::check_raw(v, &doc, wrapped(tool, &doc));
-                    output_valid = Some(r.is_ok());
-                    r
+                    output_checked = true;
+                    validate::check_raw(v, &doc, wrapped(tool, &doc))
                 }
             };
             if let Err(errors) = result {
                 match mode {
-                    ResponseValidation::Fail => {
-                        return error_text(format!(
-                            "upstream response does not match its schema:\n- {}",
-                            errors.join("\n- ")
-                        ))
+                    ResponseValidation::Fail => return does_not_match("its schema", &errors),
+                    _ => {
+                        tool.upstream.count_response_violation();
+                        tracing::warn!(
+                            tool = %tool.def.name,
+                            status,
+                            errors = %errors.join("; "),
+                            "upstream response does not match its schema; returning it (responseValidation: warn)"
+                        )
                     }
-                    _ => tracing::warn!(
-                        tool = %tool.def.name,
-                        status,
-                        errors = %errors.join("; "),
-                        "upstream response does not match its schema"
-                    ),
                 }
             }
         }
-        if output_valid.is_none() && tool.response_jq.is_none() {
-            output_valid = tool.output().map(|out| out.is_valid(wrapped(tool, &doc)));
+        // A status with a schema of its own was checked against that one;
+        // the listed outputSchema holds for every status.
+        if let Some(out) = promised.filter(|_| !output_checked && tool.response_jq.is_none()) {
+            if let Err(errors) = validate::check_raw(out, &doc, wrapped(tool, &doc)) {
+                return does_not_match("the tool's outputSchema", &errors);
+            }
         }
-        let tree_bytes = match tool.response_jq {
+        match tool.response_jq {
             Some(_) => doc.tree_bytes() as u64,
             None => 0,
-        };
-        (output_valid, tree_bytes)
+        }
     };
     let body = match &tool.response_jq {
         None => body,
@@ -244,46 +273,65 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
             let bytes = Bytes::from(serde_json::to_vec(&out).unwrap_or_default());
             drop(out);
             permit.shrink_to(bytes.len() as u64);
+            // The outputSchema describes what the transform gives.
+            if let Some(out) = promised {
+                let checked = match Document::parse(&bytes) {
+                    Ok(doc) => validate::check_raw(out, &doc, wrapped(tool, &doc)),
+                    Err(_) => Err(vec!["the transform's output is not JSON".into()]),
+                };
+                if let Err(errors) = checked {
+                    return does_not_match("the tool's outputSchema", &errors);
+                }
+            }
             bytes
         }
     };
-    let output_valid = match (output_valid, tool.output()) {
-        (Some(v), _) => Some(v),
-        (None, Some(out)) => Document::parse(&body)
-            .ok()
-            .map(|doc| out.is_valid(wrapped(tool, &doc))),
-        (None, None) => None,
+    // `structuredContent` is an object: a body that is not one goes
+    // wrapped (`result`) or as text only.
+    let structured = match tool.def.output_wrap {
+        Some(catalog::OutputWrap::Result) => true,
+        Some(catalog::OutputWrap::Body) => is_object(&body),
+        None => promised.is_some() && is_object(&body),
     };
-    structured_or_text(tool, body, permit, output_valid)
+    if promised.is_some() && !structured {
+        return unkept(tool, "upstream sent JSON that is not an object".into());
+    }
+    structured_or_text(tool, body, permit, structured)
 }
 
-/// Text plus `structuredContent` when the value fits the outputSchema;
-/// text alone otherwise. `output_valid` is `None` without an outputSchema.
+/// isError for a response that fails `what` under `fail`.
+fn does_not_match(what: &str, errors: &[String]) -> CallToolResult {
+    error_text(format!(
+        "upstream response does not match {what}:\n- {}",
+        errors.join("\n- ")
+    ))
+}
+
+/// Whether JSON text is an object (the text is known to be JSON).
+fn is_object(json: &[u8]) -> bool {
+    json.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// Text, plus the same data (wrapped) as `structuredContent` when
+/// `structured`.
 fn structured_or_text(
     tool: &ToolEntry,
     body: Bytes,
     permit: BudgetPermit,
-    output_valid: Option<bool>,
+    structured: bool,
 ) -> CallToolResult {
-    match output_valid {
-        Some(true) => {
-            let (prefix, suffix) = match tool.def.output_wrap {
-                Some(catalog::OutputWrap::Result) => ("{\"result\":", "}"),
-                _ => ("", ""),
-            };
-            let data = Payload::wrapped_json(body, prefix, suffix, Some(permit)).register(2);
-            let mut r = CallToolResult::success(vec![ContentBlock::text(data.string())]);
-            r.structured_content = Some(data.value());
-            r
-        }
-        valid => {
-            if valid == Some(false) {
-                tracing::debug!(tool = %tool.def.name, "result does not match outputSchema; sending text only");
-            }
-            let data = Payload::json(body, Some(permit)).register(1);
-            CallToolResult::success(vec![ContentBlock::text(data.string())])
-        }
+    if !structured {
+        let data = Payload::json(body, Some(permit)).register(1);
+        return CallToolResult::success(vec![ContentBlock::text(data.string())]);
     }
+    let (prefix, suffix) = match tool.def.output_wrap {
+        Some(catalog::OutputWrap::Result) => ("{\"result\":", "}"),
+        _ => ("", ""),
+    };
+    let data = Payload::wrapped_json(body, prefix, suffix, Some(permit)).register(2);
+    let mut r = CallToolResult::success(vec![ContentBlock::text(data.string())]);
+    r.structured_content = Some(data.value());
+    r
 }
 
 /// The error path.

@@ -56,6 +56,9 @@ pub struct ToolEntry {
     pub upstream: Arc<UpstreamRuntime>,
     input_json: SchemaText,
     output_json: Option<SchemaText>,
+    /// Whether `tools/list` shows `output_json`: then every success result
+    /// carries `structuredContent` matching it ([`crate::output_schema`]).
+    lists_output: bool,
     /// Success response checks by status key (`200`, `2XX`, `default`).
     responses: Vec<(String, ResponseSource)>,
     input: OnceLock<Result<Validator, String>>,
@@ -180,9 +183,20 @@ impl ToolEntry {
         self.listed_bytes
     }
 
-    /// Whether the MCP view carries an `outputSchema`.
-    pub fn advertises_output(&self) -> bool {
-        self.output_json.is_some()
+    /// Length of the tool's listed schemas as JSON text: what its MCP
+    /// view costs to build and send.
+    pub fn schema_len(&self) -> usize {
+        self.input_json.text_len() + self.listed_output().map_or(0, SchemaText::text_len)
+    }
+
+    /// Whether the tool lists its outputSchema, promising `structuredContent`
+    /// that matches it on every success result.
+    pub fn lists_output(&self) -> bool {
+        self.lists_output
+    }
+
+    fn listed_output(&self) -> Option<&SchemaText> {
+        self.output_json.as_ref().filter(|_| self.lists_output)
     }
 
     /// The MCP view for a listing: the cached one if the tool was used,
@@ -204,7 +218,7 @@ impl ToolEntry {
         if let Some(title) = &t.title {
             mcp = mcp.with_title(title.clone());
         }
-        if let Some(os) = &self.output_json {
+        if let Some(os) = self.listed_output() {
             mcp = mcp.with_raw_output_schema(Arc::new(os.object()));
         }
         let a = &t.annotations;
@@ -282,7 +296,7 @@ impl ListingVersions {
             let mut h = VersionHasher::upstream(prefix, policy.as_deref());
             for &i in prefixes.get(prefix).map(Vec::as_slice).unwrap_or_default() {
                 let t = &tools[i];
-                h.tool(&t.fingerprint, t.listed_bytes, t.advertises_output());
+                h.tool(&t.fingerprint, t.listed_bytes, t.lists_output());
             }
             let v = h.finish();
             all.part(prefix, v);
@@ -460,18 +474,26 @@ impl Snapshot {
                 );
             }
             let slot = prefixes.entry(up.prefix.clone()).or_default();
+            let advertise_output = cfg.response_validation.advertises_output_schemas();
             for t in &up.tools {
                 let base_start = up
                     .base_name(&t.name)
                     .map_or(0, |base| t.name.len() - base.len());
-                let entry = build_tool(t, &up.prefix, base_start, runtime.clone(), &mut pool)
-                    .map_err(|(field, message)| SnapshotError {
-                        upstream: up.prefix.clone(),
-                        tool: Some(t.name.clone()),
-                        field,
-                        message,
-                        held_by: None,
-                    })?;
+                let entry = build_tool(
+                    t,
+                    &up.prefix,
+                    base_start,
+                    runtime.clone(),
+                    advertise_output,
+                    &mut pool,
+                )
+                .map_err(|(field, message)| SnapshotError {
+                    upstream: up.prefix.clone(),
+                    tool: Some(t.name.clone()),
+                    field,
+                    message,
+                    held_by: None,
+                })?;
                 if let Some(first) = index.insert(t.name.clone(), tools.len()) {
                     let held_by: &Arc<ToolEntry> = &tools[first];
                     return Err(SnapshotError {
@@ -520,6 +542,7 @@ impl Snapshot {
                     upstream: t.upstream.clone(),
                     input_json: t.input_json.copied(&mut seen),
                     output_json: t.output_json.as_ref().map(|s| s.copied(&mut seen)),
+                    lists_output: t.lists_output,
                     responses: t
                         .responses
                         .iter()
@@ -676,6 +699,7 @@ fn build_tool(
     prefix: &str,
     base_start: usize,
     upstream: Arc<UpstreamRuntime>,
+    advertise_output: bool,
     pool: &mut SchemaPool,
 ) -> Result<ToolEntry, (String, String)> {
     fn e(field: &str) -> impl Fn(String) -> (String, String) + '_ {
@@ -702,12 +726,19 @@ fn build_tool(
     validate::compile(&input).map_err(e("inputSchema"))?;
     let input_json = pool.intern(input.to_string());
     drop(input);
+    let lists_output = catalog::listing::lists_output_schema(t, advertise_output);
     let output_json = match &t.output_schema {
         Some(s) => {
             object(s, "outputSchema")?;
-            let output = s.to_value();
-            validate::compile_raw(&output).map_err(e("outputSchema"))?;
-            Some(pool.intern(output.to_string()))
+            let value = s.to_value();
+            validate::compile_raw(&value).map_err(e("outputSchema"))?;
+            // Listed and checked alike; without `format`, which the
+            // validator does not assert either.
+            let text = match lists_output {
+                true => crate::output_schema::listed(value).to_string(),
+                false => value.to_string(),
+            };
+            Some(pool.intern(text))
         }
         None => None,
     };
@@ -729,7 +760,12 @@ fn build_tool(
             .map(|s| JqProgram::compile(s).map_err(|err| (field.to_string(), err.message)))
             .transpose()
     };
-    let fingerprint = hex(&Sha256::digest(serde_json::to_vec(t).unwrap_or_default()));
+    // What the tool lists changes with `lists_output` too (a config
+    // switched to `fail`): that is a modified tool.
+    let mut fingerprint = Sha256::new();
+    fingerprint.update(serde_json::to_vec(t).unwrap_or_default());
+    fingerprint.update([u8::from(lists_output)]);
+    let fingerprint = hex(&fingerprint.finalize());
     // The schemas live in the compact fields above; not twice.
     let mut def = catalog::Tool {
         name: t.name.clone(),
@@ -737,7 +773,10 @@ fn build_tool(
         description: t.description.clone(),
         input_schema: catalog::Schema::default(),
         // Placeholders while the listing is measured.
-        output_schema: output_json.as_ref().map(|_| catalog::Schema::default()),
+        output_schema: output_json
+            .as_ref()
+            .filter(|_| lists_output)
+            .map(|_| catalog::Schema::default()),
         annotations: t.annotations.clone(),
         operation: t.operation.clone(),
         plan: t.plan.clone(),
@@ -748,7 +787,11 @@ fn build_tool(
         auth_required: t.auth_required,
         toolsets: t.toolsets.clone(),
     };
-    let listed_bytes = listed_bytes(&def, &input_json, output_json.as_ref());
+    let listed_bytes = listed_bytes(
+        &def,
+        &input_json,
+        output_json.as_ref().filter(|_| lists_output),
+    );
     def.output_schema = None;
     Ok(ToolEntry {
         def,
@@ -756,6 +799,7 @@ fn build_tool(
         upstream,
         input_json,
         output_json,
+        lists_output,
         responses,
         input: OnceLock::new(),
         output: OnceLock::new(),
@@ -882,7 +926,7 @@ mod tests {
             );
         }
         let get = snapshot.tool("pets__get").unwrap();
-        assert!(get.advertises_output());
+        assert!(get.lists_output());
         assert_eq!(
             serde_json::to_value(get.mcp_for_listing()).unwrap()["inputSchema"]["properties"]["id"]
                 ["maximum"],

@@ -25,6 +25,7 @@
 //! maximum-size (10 MiB) responses at once. A call that cannot get its
 //! share within its timeout fails with a tool error naming the budget.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 use std::time::Duration;
 
@@ -70,6 +71,9 @@ pub struct UpstreamRuntime {
     success_status: Vec<u16>,
     error_status: Vec<u16>,
     pub response_validation: ResponseValidation,
+    /// Success responses that did not match their schema and were returned
+    /// anyway (`warn`), since this runtime was built: shown by `/status`.
+    response_violations: AtomicU64,
     /// `rateLimit`: per caller, on this replica.
     rate_limit: Option<CallerLimiter>,
     /// `forwardIdentity.header`: carries the verified caller's subject.
@@ -252,6 +256,7 @@ impl UpstreamRuntime {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_ERROR_STATUS.to_vec()),
             response_validation: cfg.response_validation,
+            response_violations: AtomicU64::new(0),
             rate_limit,
             forward_identity,
         })
@@ -265,6 +270,16 @@ impl UpstreamRuntime {
             Some(l) => l.check(ctx),
             None => Ok(()),
         }
+    }
+
+    /// Counts a response returned although it does not match its schema.
+    pub fn count_response_violation(&self) {
+        self.response_violations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Responses returned although they did not match their schema.
+    pub fn response_violations(&self) -> u64 {
+        self.response_violations.load(Ordering::Relaxed)
     }
 
     pub fn classify(&self, status: u16) -> StatusClass {

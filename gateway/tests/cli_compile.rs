@@ -172,6 +172,71 @@ fn lint_summarises_tools_rejections_and_longest_names() {
     assert!(out.contains("19  pets__get_pet_photo"), "{out}");
 }
 
+/// The estimate is the library's (`catalog::listing`, which the operator's
+/// `status.listing` uses too) for the catalog `compile` writes, under each
+/// response validation mode, and the largest tools come first.
+#[test]
+fn lint_estimates_the_tools_list_size_and_names_the_largest_tools() {
+    let dir = tempdir();
+    let file = dir.join("catalog.json");
+    let source = ["--spec", SPEC, "--prefix", "pets", "--overlay", OVERLAY];
+    let r = toolgate(&[&["compile", "-o", file.to_str().unwrap()], &source[..]].concat());
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let compiled: catalog::Catalog =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let tools = &compiled.upstreams[0].tools;
+    let r = toolgate(&[&["lint", "--largest", "2"], &source[..]].concat());
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let out = text(&r.stdout);
+
+    // "  responseValidation warn, off (...):  1617 bytes  405 tokens"
+    let numbers = |prefix: &str| -> (u64, u64) {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line: {out}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = |unit: &str| -> u64 {
+            let i = words.iter().position(|w| *w == unit).unwrap();
+            words[i - 1].parse().unwrap()
+        };
+        (at("bytes"), at("tokens"))
+    };
+    for (prefix, output) in [
+        ("responseValidation warn, off", false),
+        ("responseValidation fail", true),
+    ] {
+        let expected = catalog::listing::size_of(tools, output);
+        assert_eq!(numbers(prefix), (expected.bytes, expected.tokens), "{out}");
+        assert_eq!(expected.tokens, expected.bytes.div_ceil(4));
+    }
+    assert!(numbers("responseValidation fail").0 > numbers("responseValidation warn").0);
+
+    // The two largest, largest first: bytes, tokens, what fail adds, name.
+    let mut by_size: Vec<_> = tools
+        .iter()
+        .map(|t| (catalog::listing::tool_bytes(t, false), t))
+        .collect();
+    by_size.sort_by_key(|(bytes, t)| (std::cmp::Reverse(*bytes), t.name.clone()));
+    let rows: Vec<Vec<String>> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Largest tools"))
+        .skip(2)
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for (row, (bytes, t)) in rows.iter().zip(&by_size) {
+        let added = catalog::listing::tool_bytes(t, true) - bytes;
+        let expected = [
+            bytes.to_string(),
+            bytes.div_ceil(4).to_string(),
+            added.to_string(),
+            t.name.clone(),
+        ];
+        assert_eq!(row, &expected, "{out}");
+    }
+}
+
 fn tempdir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "toolgate-cli-{}-{}",

@@ -51,6 +51,10 @@ pub struct Summary {
     pub warnings: usize,
     /// `status` fields as `McpUpstreamStatus::record_catalog` fills them.
     pub recorded: crds::McpUpstreamStatus,
+    /// Estimated `tools/list` size without output schemas, and with them
+    /// where tools list them: which applies is the gateway's response
+    /// validation (`spec.validation`), not the compile's.
+    pub listing: [catalog::listing::ListingSize; 2],
     /// `(overlay namespace/name, action index)` of targets that matched nothing.
     pub unmatched: Vec<(String, u32)>,
     /// Published (uncompressed JSON) size, once encoded: a catalog over the
@@ -241,6 +245,7 @@ fn summarize(cat: &catalog::UpstreamCatalog) -> Summary {
         rejected: cat.rejected.len(),
         warnings: cat.warnings.len(),
         recorded,
+        listing: [false, true].map(|output| catalog::listing::size_of(&cat.tools, output)),
         unmatched,
         encoded_size: OnceLock::new(),
     }

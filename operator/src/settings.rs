@@ -128,11 +128,7 @@ pub async fn read(
                 .unwrap_or(crds::DEFAULT_MAX_RESPONSE_BYTES),
         ),
         headers: http.headers.clone(),
-        response_validation: match (validation.response, validation.response_failure) {
-            (false, _) => ResponseValidation::Off,
-            (true, crds::ResponseFailure::Warn) => ResponseValidation::Warn,
-            (true, crds::ResponseFailure::Fail) => ResponseValidation::Fail,
-        },
+        response_validation: response_validation(&validation),
         success_status: (!validation.success_status.is_empty())
             .then(|| validation.success_status.clone()),
         error_status: (!validation.error_status.is_empty())
@@ -218,4 +214,13 @@ pub async fn read(
         }
     }
     Ok((config, creds))
+}
+
+/// The gateway's response validation for `spec.validation`.
+pub fn response_validation(validation: &crds::ValidationSpec) -> ResponseValidation {
+    match (validation.response, validation.response_failure) {
+        (false, _) => ResponseValidation::Off,
+        (true, crds::ResponseFailure::Warn) => ResponseValidation::Warn,
+        (true, crds::ResponseFailure::Fail) => ResponseValidation::Fail,
+    }
 }

@@ -422,6 +422,7 @@ fn names_columns_and_subresources() {
         [
             ("Prefix", "string", ".spec.toolPrefix"),
             ("Tools", "integer", ".status.toolCount"),
+            ("Tokens", "integer", ".status.listing.tokens"),
             (
                 "Ready",
                 "string",

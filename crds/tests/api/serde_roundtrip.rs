@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 
 use crds::{
-    AuthSecretRef, AuthSpec, AuthType, ConfigMapKeyRef, HttpSpec, McpOverlay, McpOverlaySpec,
-    McpOverlayStatus, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, OpenApiSource,
-    RejectedOperation, ResponseFailure, Scheme, SecretRef, ServiceRef, UnmatchedTarget,
-    UpstreamRef, ValidationSpec,
+    AuthSecretRef, AuthSpec, AuthType, ConfigMapKeyRef, HttpSpec, ListingSize, McpOverlay,
+    McpOverlaySpec, McpOverlayStatus, McpUpstream, McpUpstreamSpec, McpUpstreamStatus,
+    OpenApiSource, RejectedOperation, ResponseFailure, Scheme, SecretRef, ServiceRef,
+    UnmatchedTarget, UpstreamRef, ValidationSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::json;
@@ -142,6 +142,10 @@ fn full_upstream() -> McpUpstream {
             message: Some("x-mcp-enabled: false".into()),
         }],
         rejected_count: Some(1),
+        listing: Some(ListingSize {
+            bytes: 4_001,
+            tokens: 1_001,
+        }),
         catalog_hash: Some("ab".repeat(32)),
         served_replicas: Some(2),
     });
@@ -197,6 +201,7 @@ fn upstream_with_every_field_round_trips() {
     let status = &json["status"];
     assert_eq!(status["conditions"][0]["type"], "Ready");
     assert_eq!(status["rejectedOperations"][0]["path"], "/pets/{petId}");
+    assert_eq!(status["listing"], json!({"bytes": 4001, "tokens": 1001}));
     for key in [
         "observedGeneration",
         "toolCount",

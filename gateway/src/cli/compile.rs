@@ -50,6 +50,9 @@ pub struct LintArgs {
     /// How many of the longest tool names to show.
     #[arg(long, default_value_t = 5)]
     pub longest: usize,
+    /// How many of the largest tools (by `tools/list` bytes) to show.
+    #[arg(long, default_value_t = 10)]
+    pub largest: usize,
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
@@ -171,6 +174,54 @@ pub fn lint(args: LintArgs) -> Result<ExitCode> {
             writeln!(out, "  {:>3}  {n}", n.len())?;
         }
     }
+    listing_sizes(&mut out, &u, args.largest)?;
     print!("{out}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The estimated `tools/list` size of the document's tools, as the gateway
+/// lists them under each response validation mode (the operator reports
+/// the same in `status.listing`), and the largest tools.
+fn listing_sizes(out: &mut String, u: &UpstreamCatalog, largest: usize) -> Result<()> {
+    use catalog::listing::{size_of, tool_bytes, ListingSize};
+    use catalog::runtime::ResponseValidation;
+    use std::fmt::Write as _;
+    let listed = |mode: ResponseValidation| size_of(&u.tools, mode.advertises_output_schemas());
+    let line = |s: ListingSize| format!("{:>10} bytes {:>9} tokens", s.bytes, s.tokens);
+    writeln!(out, "\ntools/list estimate (tokens = bytes / 4):")?;
+    writeln!(
+        out,
+        "  responseValidation warn, off (no outputSchema): {}",
+        line(listed(ResponseValidation::Warn))
+    )?;
+    writeln!(
+        out,
+        "  responseValidation fail (outputSchema listed):  {}",
+        line(listed(ResponseValidation::Fail))
+    )?;
+    let mut tools: Vec<(u64, u64, &str)> = u
+        .tools
+        .iter()
+        .map(|t| {
+            let plain = tool_bytes(t, false);
+            (plain, tool_bytes(t, true) - plain, t.name.as_str())
+        })
+        .collect();
+    tools.sort_by_key(|&(bytes, _, name)| (std::cmp::Reverse(bytes), name));
+    if !tools.is_empty() && largest > 0 {
+        writeln!(
+            out,
+            "\nLargest tools (tools/list bytes under warn/off; +output: what fail adds):"
+        )?;
+        writeln!(
+            out,
+            "  {:>8} {:>7} {:>8}  name",
+            "bytes", "tokens", "+output"
+        )?;
+        for (bytes, output, name) in tools.iter().take(largest) {
+            let tokens = ListingSize::of_bytes(*bytes).tokens;
+            writeln!(out, "  {bytes:>8} {tokens:>7} {output:>8}  {name}")?;
+        }
+    }
+    Ok(())
 }

@@ -328,7 +328,7 @@ async fn kube_mode_loads_hot_swaps_and_survives_watch_cuts() {
     let other_entry = v1.entry("other").unwrap();
     assert!(
         ups.contains(&json!({"prefix": "other", "source": "default/other",
-            "hash": other_entry.hash, "tools": 1})),
+            "hash": other_entry.hash, "tools": 1, "responseViolations": 0})),
         "{status}"
     );
 

@@ -22,7 +22,8 @@ async fn constraints_are_visible_in_tools_list() {
     assert_eq!(props["name"]["minLength"], json!(2));
     assert_eq!(list.input_schema["required"], json!(["limit"]));
     let get = tools.iter().find(|t| t.name == "pets__get_pet").unwrap();
-    assert!(get.output_schema.is_some());
+    // Listed only under responseValidation `fail` (the default is `warn`).
+    assert!(get.output_schema.is_none());
     assert_eq!(get.annotations.as_ref().unwrap().read_only_hint, Some(true));
 }
 

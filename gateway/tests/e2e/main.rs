@@ -36,6 +36,8 @@ mod list;
 mod memory;
 /// Token exchange, forwarded identity and rate limits with real tokens.
 mod on_behalf;
+/// The outputSchema contract through the official SDK clients and rmcp.
+mod output_schema;
 /// tools/list pages bounded by bytes; cursors across reloads, endpoints
 /// and replicas; the corpus through rmcp and the official SDKs.
 mod pages;

@@ -13,7 +13,11 @@ use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::status;
 
-fn record(status: &mut McpUpstreamStatus, c: &Summary) {
+fn record(status: &mut McpUpstreamStatus, c: &Summary, u: &McpUpstream) {
+    let validation = u.spec.validation.clone().unwrap_or_default();
+    let listed_output =
+        crate::settings::response_validation(&validation).advertises_output_schemas();
+    status.listing = Some(c.listing[usize::from(listed_output)].into());
     let r = &c.recorded;
     status.tool_count = r.tool_count;
     status.warnings = r.warnings.clone();
@@ -33,7 +37,7 @@ pub async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result
         ..Default::default()
     };
     match (&o.compiled, &o.published) {
-        (Some(Ok(c)), Published::Current(_)) => record(&mut new, c),
+        (Some(Ok(c)), Published::Current(_)) => record(&mut new, c, u),
         (_, Published::Stale(e, _)) => {
             // Describe what serves, not what failed.
             new.tool_count = Some(e.tool_count as u32);
@@ -42,9 +46,10 @@ pub async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result
             new.warning_count = old.warning_count;
             new.rejected_operations = old.rejected_operations.clone();
             new.rejected_count = old.rejected_count;
+            new.listing = old.listing;
         }
         (Some(Ok(c)), Published::Not(_)) => {
-            record(&mut new, c);
+            record(&mut new, c, u);
             new.tool_count = Some(0);
         }
         _ => new.tool_count = Some(0),

@@ -79,6 +79,53 @@ async fn applied_upstream_is_published_and_ready() {
     op.stop().await;
 }
 
+/// `status.listing` estimates the upstream's share of `tools/list` as the
+/// gateway will list it: output schemas count only once
+/// `validation.responseFailure: fail` makes the gateway list them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_estimates_the_tools_list_size_as_the_validation_mode_lists_it() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    w.apply_upstream(NS, "pets", inline(PETSTORE, "pets")).await;
+    let u = wait_ready(&w, NS, "pets", "True", "Published").await;
+    let plain = u.status.and_then(|s| s.listing).expect("status.listing");
+    let published = w
+        .read_published(w.index().await.entry("pets").unwrap())
+        .await;
+    let tools = &published.catalog.tools;
+    assert!(tools.iter().any(|t| t.output_schema.is_some()));
+    assert_eq!(plain, catalog::listing::size_of(tools, false).into());
+    assert_eq!(plain.tokens, plain.bytes.div_ceil(4));
+
+    w.upstreams(NS)
+        .patch(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"validation": {"response": true, "responseFailure": "fail"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let u = wait_ready(&w, NS, "pets", "True", "Published").await;
+    let listed = u.status.and_then(|s| s.listing).expect("status.listing");
+    assert_eq!(listed, catalog::listing::size_of(tools, true).into());
+    assert!(listed.bytes > plain.bytes, "{listed:?} vs {plain:?}");
+
+    // `warn` lists no output schemas either.
+    w.upstreams(NS)
+        .patch(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"validation": {"responseFailure": "warn"}}})),
+        )
+        .await
+        .unwrap();
+    let u = wait_ready(&w, NS, "pets", "True", "Published").await;
+    assert_eq!(u.status.and_then(|s| s.listing), Some(plain));
+    op.stop().await;
+}
+
 /// The operator's `toolgate_operator_compiles_total`.
 async fn compiles(addr: std::net::SocketAddr) -> u64 {
     metric(addr, "toolgate_operator_compiles_total").await

@@ -16,6 +16,7 @@ fn summary() -> Arc<Summary> {
         rejected: 1,
         warnings: 2,
         recorded: Default::default(),
+        listing: Default::default(),
         unmatched: vec![],
         encoded_size: OnceLock::new(),
     })

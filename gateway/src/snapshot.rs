@@ -883,6 +883,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ResponseValidation;
     use serde_json::json;
 
     /// A catalog written by hand, not by serde_json: odd number forms,
@@ -908,6 +909,37 @@ mod tests {
     #[test]
     fn listed_bytes_are_the_bytes_a_listing_sends() {
         let catalog: Catalog = serde_json::from_str(CATALOG).expect("fixture parses");
+        // Under `fail` the output schema is listed, under `warn` not:
+        // both listings are counted exactly.
+        for mode in [ResponseValidation::Fail, ResponseValidation::Warn] {
+            let mut config = GatewayConfig::default();
+            config.upstreams.insert(
+                "pets".into(),
+                UpstreamConfig {
+                    response_validation: mode,
+                    ..Default::default()
+                },
+            );
+            let snapshot = Snapshot::build(
+                &catalog,
+                &config,
+                &Overrides::default(),
+                &mut RuntimeCache::default(),
+            )
+            .expect("fixture builds");
+            assert_eq!(snapshot.tool_count(), 2);
+            for t in snapshot.tools(None) {
+                let sent = serde_json::to_vec(&t.mcp_for_listing()).unwrap();
+                assert_eq!(
+                    t.listed_bytes(),
+                    sent.len(),
+                    "{}",
+                    String::from_utf8_lossy(&sent)
+                );
+            }
+            let get = snapshot.tool("pets__get").unwrap();
+            assert_eq!(get.lists_output(), mode == ResponseValidation::Fail);
+        }
         let snapshot = Snapshot::build(
             &catalog,
             &GatewayConfig::default(),
@@ -915,18 +947,7 @@ mod tests {
             &mut RuntimeCache::default(),
         )
         .expect("fixture builds");
-        assert_eq!(snapshot.tool_count(), 2);
-        for t in snapshot.tools(None) {
-            let sent = serde_json::to_vec(&t.mcp_for_listing()).unwrap();
-            assert_eq!(
-                t.listed_bytes(),
-                sent.len(),
-                "{}",
-                String::from_utf8_lossy(&sent)
-            );
-        }
         let get = snapshot.tool("pets__get").unwrap();
-        assert!(get.lists_output());
         assert_eq!(
             serde_json::to_value(get.mcp_for_listing()).unwrap()["inputSchema"]["properties"]["id"]
                 ["maximum"],

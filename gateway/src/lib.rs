@@ -29,7 +29,8 @@
 //! and answers RFC 9728 metadata.
 //!
 //! [`config`] is the gateway config file: base URLs, credentials
-//! references, limits. [`demo`] is the example pet store upstream and its
+//! references, limits; [`local`] compiles the catalog from its upstreams'
+//! documents when there is no `--catalog`. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
 
 pub mod auth;
@@ -41,6 +42,7 @@ pub mod file_watch;
 pub mod inbound;
 pub mod intake;
 pub mod kubernetes;
+pub mod local;
 pub mod ops;
 pub mod payload;
 pub mod rate_limit;

@@ -531,10 +531,17 @@ async fn version(
     let catalog = match previous {
         Some(v) if v.input_hash == input_hash => v.catalog,
         _ => match inputs.compile(prefix.clone(), strict).await {
-            Ok(c) => {
-                log_compiled(&c, &document);
-                Arc::new(c)
-            }
+            // As the operator: refused whole, not served without the tool.
+            Ok(c) => match c.transform_failure() {
+                Some(why) => {
+                    let message = format!("{document}: {why}");
+                    return Err(LocalError::Upstream { prefix, message });
+                }
+                None => {
+                    log_compiled(&c, &document);
+                    Arc::new(c)
+                }
+            },
             Err(message) => return Err(LocalError::Upstream { prefix, message }),
         },
     };

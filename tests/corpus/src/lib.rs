@@ -68,3 +68,38 @@ pub fn documents() -> Vec<PathBuf> {
     docs.sort();
     docs
 }
+
+/// The tool prefix of corpus document `path`: its file name without the
+/// extension, lowercased, with `_` for every run of other characters (so
+/// `gitea-v1.26.3-swagger.json` is `gitea_v1_26_3_swagger`).
+pub fn prefix(path: &Path) -> String {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let mut out = String::new();
+    for c in stem.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.is_empty() && !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    out.truncate(30);
+    out.trim_end_matches('_').to_string()
+}
+
+/// A gateway config (`toolgate serve --config`) serving every corpus
+/// document from one process, each under its [`prefix`], all calling
+/// `base_url`.
+pub fn gateway_config(base_url: &str) -> String {
+    let mut out = String::from("upstreams:\n");
+    for doc in documents() {
+        out.push_str(&format!(
+            "  {}:\n    openapi: {{file: {:?}}}\n    baseUrl: {base_url:?}\n",
+            prefix(&doc),
+            doc.display().to_string()
+        ));
+    }
+    out
+}

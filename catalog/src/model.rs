@@ -117,6 +117,27 @@ impl UpstreamCatalog {
             .strip_prefix(self.separator.as_str())
     }
 
+    /// Why this catalog must not be served, when an operation's transform
+    /// does not work: serving the upstream without that tool would
+    /// silently drop what an overlay asked for. Names the first such
+    /// operation.
+    pub fn transform_failure(&self) -> Option<String> {
+        let bad: Vec<&Rejected> = self
+            .rejected
+            .iter()
+            .filter(|r| r.reason == RejectReason::TransformInvalid)
+            .collect();
+        let first = bad.first()?;
+        Some(format!(
+            "{} operation(s) have an invalid transform; first: {} {} at {}: {}",
+            bad.len(),
+            first.method.to_ascii_uppercase(),
+            first.path,
+            first.pointer,
+            first.message
+        ))
+    }
+
     /// Recomputes [`UpstreamCatalog::hash`] from the content.
     pub fn seal(&mut self) {
         self.hash = String::new();

@@ -19,6 +19,26 @@ pub struct CompileOptions {
     pub allow_external_refs: bool,
 }
 
+impl CompileOptions {
+    /// The options of an upstream declared with optional `naming`, `tools`
+    /// and `schema` blocks (`McpUpstream.spec`, an upstream of the gateway
+    /// config): absent blocks at their defaults, external refs never
+    /// allowed. Declared upstreams share a gateway, so their prefix and
+    /// separator also go through [`crate::prefix::check_shared`].
+    pub fn declared(
+        naming: Option<&NamingOptions>,
+        tools: Option<&ToolOptions>,
+        schema: Option<&SchemaOptions>,
+    ) -> CompileOptions {
+        CompileOptions {
+            naming: naming.cloned().unwrap_or_default(),
+            tools: tools.cloned().unwrap_or_default(),
+            schema: schema.cloned().unwrap_or_default(),
+            allow_external_refs: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::access::SettingError;
 pub use crate::access::{AccessPolicy, AccessRule, ForwardIdentity, RateLimit};
 
 /// Default cap on an upstream response body.
@@ -94,6 +95,145 @@ impl ResponseValidation {
     /// estimate listing sizes by it ([`crate::listing`]).
     pub fn advertises_output_schemas(self) -> bool {
         self == ResponseValidation::Fail
+    }
+}
+
+/// Request and response validation of one upstream as it is declared:
+/// `McpUpstream.spec.validation`, and `validation` of an upstream in the
+/// gateway config. [`Validation::apply`] turns it into the runtime fields
+/// of [`UpstreamConfig`], for both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[cfg_attr(
+    feature = "schemars",
+    schemars(extend("x-kubernetes-validations" = [{
+        "rule": "!has(self.successStatus) || !has(self.errorStatus) || self.successStatus.all(s, !(s in self.errorStatus))",
+        "message": "spec.validation.successStatus and spec.validation.errorStatus must not share a status code",
+    }]))
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Validation {
+    /// Check tool arguments against the input schema before calling; a
+    /// failing call never reaches the upstream and the model is told which
+    /// fields are wrong. Defaults to `true`.
+    #[serde(default = "default_true")]
+    pub request: bool,
+
+    /// Check response bodies against the operation's response schema.
+    /// Defaults to `false`.
+    #[serde(default)]
+    pub response: bool,
+
+    /// What a response failing its schema does when `response` is on.
+    /// Only `fail` lists the tools' output schemas in `tools/list`: MCP
+    /// clients reject a success result that does not match a listed
+    /// schema, and only `fail` never returns one. Defaults to `warn`.
+    #[serde(default)]
+    pub response_failure: ResponseFailure,
+
+    /// Status codes that count as success (a normal tool result) in
+    /// addition to 2xx, e.g. `[404]` for an API that answers "not found"
+    /// for empty searches. Optional, no default; omitted when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(max = 64), inner(range(min = 100, max = 599)))
+    )]
+    pub success_status: Vec<u16>,
+
+    /// Status codes that count as tool errors (`isError: true`) even though
+    /// they are 2xx, e.g. `[202]` for an API that only accepts work.
+    /// Optional, no default; omitted when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(max = 64), inner(range(min = 100, max = 599)))
+    )]
+    pub error_status: Vec<u16>,
+}
+
+impl Default for Validation {
+    fn default() -> Self {
+        Validation {
+            request: true,
+            response: false,
+            response_failure: ResponseFailure::Warn,
+            success_status: Vec::new(),
+            error_status: Vec::new(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// What a response failing its schema does, in [`Validation`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseFailure {
+    /// Return the response and log a warning; list no output schemas.
+    #[default]
+    Warn,
+    /// Return a tool error naming the failing fields; list output schemas,
+    /// which every success result then matches.
+    Fail,
+}
+
+impl Validation {
+    /// Checks what the McpUpstream schema states (no status code both a
+    /// success and an error), for configs that did not go through it (the
+    /// gateway config file).
+    pub fn check(&self) -> Result<(), SettingError> {
+        match self
+            .success_status
+            .iter()
+            .find(|s| self.error_status.contains(s))
+        {
+            Some(s) => Err(SettingError {
+                field: "successStatus",
+                message: format!("{s} is also in errorStatus; a status code is one or the other"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// What the gateway does with a response failing its schema.
+    pub fn response_validation(&self) -> ResponseValidation {
+        match (self.response, self.response_failure) {
+            (false, _) => ResponseValidation::Off,
+            (true, ResponseFailure::Warn) => ResponseValidation::Warn,
+            (true, ResponseFailure::Fail) => ResponseValidation::Fail,
+        }
+    }
+
+    /// Sets `config`'s response validation and status classes. The
+    /// defaults ([`DEFAULT_SUCCESS_STATUS`], [`DEFAULT_ERROR_STATUS`]) stay,
+    /// `successStatus` and `errorStatus` move codes between them: a 404
+    /// made a success is no longer an error, a 202 made an error no longer
+    /// a success.
+    pub fn apply(&self, config: &mut UpstreamConfig) {
+        config.response_validation = self.response_validation();
+        if self.success_status.is_empty() && self.error_status.is_empty() {
+            config.success_status = None;
+            config.error_status = None;
+            return;
+        }
+        let moved = |defaults: &[u16], add: &[u16], remove: &[u16]| {
+            let mut codes: Vec<u16> = defaults
+                .iter()
+                .chain(add)
+                .copied()
+                .filter(|c| !remove.contains(c))
+                .collect();
+            codes.sort_unstable();
+            codes.dedup();
+            codes
+        };
+        let (success, error) = (&self.success_status, &self.error_status);
+        config.success_status = Some(moved(DEFAULT_SUCCESS_STATUS, success, error));
+        config.error_status = Some(moved(DEFAULT_ERROR_STATUS, error, success));
     }
 }
 
@@ -188,4 +328,70 @@ pub struct SecretRef {
     /// Secret, so published catalogs hold references, never values.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret_key: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(v: Validation) -> UpstreamConfig {
+        let mut c = UpstreamConfig::default();
+        v.apply(&mut c);
+        c
+    }
+
+    #[test]
+    fn validation_maps_response_checks_as_the_mcpupstream_documents_them() {
+        assert_eq!(
+            applied(Validation::default()).response_validation,
+            ResponseValidation::Off
+        );
+        let on = |response_failure| Validation {
+            response: true,
+            response_failure,
+            ..Validation::default()
+        };
+        assert_eq!(
+            applied(on(ResponseFailure::Warn)).response_validation,
+            ResponseValidation::Warn
+        );
+        assert_eq!(
+            applied(on(ResponseFailure::Fail)).response_validation,
+            ResponseValidation::Fail
+        );
+        let plain = applied(Validation::default());
+        assert_eq!((plain.success_status, plain.error_status), (None, None));
+    }
+
+    #[test]
+    fn status_lists_move_codes_between_the_defaults() {
+        // "In addition to 2xx": a 200 stays a success when 404 joins.
+        let c = applied(Validation {
+            success_status: vec![404],
+            error_status: vec![202],
+            ..Validation::default()
+        });
+        let success = c.success_status.unwrap();
+        let error = c.error_status.unwrap();
+        assert!(
+            success.contains(&200) && success.contains(&404),
+            "{success:?}"
+        );
+        assert!(!success.contains(&202), "{success:?}");
+        assert!(error.contains(&202) && error.contains(&500), "{error:?}");
+        assert!(!error.contains(&404), "{error:?}");
+    }
+
+    #[test]
+    fn a_status_in_both_lists_is_refused_naming_the_field() {
+        let e = Validation {
+            success_status: vec![404, 409],
+            error_status: vec![409],
+            ..Validation::default()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(e.field, "successStatus");
+        assert!(e.message.contains("409"), "{e}");
+    }
 }

@@ -23,6 +23,10 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// `spec.validation`: the `catalog` crate's type, so the gateway config's
+/// `validation` reads, and maps to runtime settings, alike.
+pub use catalog::runtime::{ResponseFailure, Validation as ValidationSpec};
+
 use crate::common::{
     conditions_schema, ConfigMapKeyRef, SecretRef, DURATION_PATTERN, OBJECT_NAME_PATTERN,
 };
@@ -224,12 +228,11 @@ impl McpUpstreamSpec {
     /// The compiler settings of this spec, with compiler defaults for absent
     /// blocks.
     pub fn compile_options(&self) -> catalog::CompileOptions {
-        catalog::CompileOptions {
-            naming: self.naming.clone().unwrap_or_default(),
-            tools: self.tools.clone().unwrap_or_default(),
-            schema: self.schema.clone().unwrap_or_default(),
-            allow_external_refs: false,
-        }
+        catalog::CompileOptions::declared(
+            self.naming.as_ref(),
+            self.tools.as_ref(),
+            self.schema.as_ref(),
+        )
     }
 }
 
@@ -308,74 +311,6 @@ pub struct OpenApiSource {
     /// `Authorization`. Only with `url`. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers_from: Option<SecretRef>,
-}
-
-/// Request and response validation at the gateway.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
-#[x_kube(validation = (
-    "!has(self.successStatus) || !has(self.errorStatus) || self.successStatus.all(s, !(s in self.errorStatus))",
-    "spec.validation.successStatus and spec.validation.errorStatus must not share a status code"
-))]
-#[serde(rename_all = "camelCase")]
-pub struct ValidationSpec {
-    /// Check tool arguments against the input schema before calling; a
-    /// failing call never reaches the upstream and the model is told which
-    /// fields are wrong. Defaults to `true`.
-    #[serde(default = "default_true")]
-    pub request: bool,
-
-    /// Check response bodies against the operation's response schema.
-    /// Defaults to `false`.
-    #[serde(default)]
-    pub response: bool,
-
-    /// What a response failing its schema does when `response` is on.
-    /// Only `fail` lists the tools' output schemas in `tools/list`: MCP
-    /// clients reject a success result that does not match a listed
-    /// schema, and only `fail` never returns one. Defaults to `warn`.
-    #[serde(default)]
-    pub response_failure: ResponseFailure,
-
-    /// Status codes that count as success (a normal tool result) in
-    /// addition to 2xx, e.g. `[404]` for an API that answers "not found"
-    /// for empty searches. Optional, no default; omitted when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(range(min = 100, max = 599)))]
-    pub success_status: Vec<u16>,
-
-    /// Status codes that count as tool errors (`isError: true`) even though
-    /// they are 2xx, e.g. `[202]` for an API that only accepts work.
-    /// Optional, no default; omitted when empty.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(range(min = 100, max = 599)))]
-    pub error_status: Vec<u16>,
-}
-
-impl Default for ValidationSpec {
-    fn default() -> Self {
-        ValidationSpec {
-            request: true,
-            response: false,
-            response_failure: ResponseFailure::Warn,
-            success_status: Vec::new(),
-            error_status: Vec::new(),
-        }
-    }
-}
-
-fn default_true() -> bool {
-    true
-}
-
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum ResponseFailure {
-    /// Return the response and log a warning; list no output schemas.
-    #[default]
-    Warn,
-    /// Return a tool error naming the failing fields; list output schemas,
-    /// which every success result then matches.
-    Fail,
 }
 
 /// Credentials the gateway sends upstream. Values live in a Secret of this

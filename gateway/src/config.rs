@@ -24,6 +24,21 @@
 //! Every field has a default; an empty file means "defaults". The file
 //! also holds the gateway's inbound authentication (`inbound:`, see
 //! [`crate::inbound::config`]); [`GatewayFile`] is the whole file.
+//!
+//! An upstream may also say where its tools come from, for a gateway that
+//! compiles its own catalog (`serve --config` without `--catalog`, see
+//! [`crate::local`]): `openapi: {file | url}`, `overlays`, and the
+//! McpUpstream's `naming`, `tools`, `schema` and `validation` blocks, with
+//! the same names and meaning ([`UpstreamEntry`]).
+//!
+//! ```yaml
+//! upstreams:
+//!   pets:
+//!     openapi: {file: specs/pets.yaml}   # relative to this file
+//!     overlays: [agents.yaml]
+//!     tools: {readOnly: true}
+//!     baseUrl: http://pets.internal:8080/v1
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -40,17 +55,259 @@ pub struct GatewayFile {
     /// Who may call (authentication of MCP clients).
     pub inbound: InboundConfig,
     /// Settings per catalog prefix; `None` when the key is absent (with
-    /// `serve --kube` it must be: the operator publishes them).
-    pub upstreams: Option<BTreeMap<String, UpstreamConfig>>,
+    /// `serve --kube` it must be: the operator publishes them). A prefix
+    /// given twice is an error, not the last one winning.
+    #[serde(deserialize_with = "unique_prefixes")]
+    pub upstreams: Option<BTreeMap<String, UpstreamEntry>>,
 }
 
 impl GatewayFile {
     /// The upstream part, as the catalog store takes it.
     pub fn gateway_config(&self) -> GatewayConfig {
         GatewayConfig {
-            upstreams: self.upstreams.clone().unwrap_or_default(),
+            upstreams: self
+                .upstreams
+                .iter()
+                .flatten()
+                .map(|(prefix, e)| (prefix.clone(), e.runtime()))
+                .collect(),
         }
     }
+
+    /// Whether any upstream says where its tools come from.
+    pub fn has_sources(&self) -> bool {
+        self.upstreams
+            .iter()
+            .flatten()
+            .any(|(_, e)| e.openapi.is_some())
+    }
+}
+
+/// One upstream of the config file: how to reach it ([`UpstreamConfig`],
+/// flattened: `baseUrl`, `auth`, limits, ...) and, when the gateway
+/// compiles its own catalog, where its tools come from and how they are
+/// compiled — the fields of an McpUpstream with the same names.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpstreamEntry {
+    /// The OpenAPI document. Without it the upstream's tools come from
+    /// `--catalog` (or `--spec`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub openapi: Option<OpenApiSource>,
+    /// Overlay files applied to the document, in this order; relative
+    /// paths resolve against the config file's directory. Only with
+    /// `openapi`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlays: Vec<PathBuf>,
+    /// As `McpUpstream.spec.naming` (`separator` can only be `__`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub naming: Option<catalog::NamingOptions>,
+    /// As `McpUpstream.spec.tools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<catalog::ToolOptions>,
+    /// As `McpUpstream.spec.schema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<catalog::SchemaOptions>,
+    /// As `McpUpstream.spec.validation`: instead of `responseValidation`,
+    /// `successStatus` and `errorStatus`, which it sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Validation>,
+    #[serde(flatten)]
+    pub settings: UpstreamConfig,
+}
+
+/// Where an upstream's OpenAPI document comes from: exactly one of `file`
+/// and `url`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenApiSource {
+    /// A file; a relative path resolves against the config file's
+    /// directory. Watched: a change recompiles the upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    /// An http(s) URL, fetched at start-up, whenever the config is
+    /// reloaded, and every `refreshInterval`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// How often `url` is fetched again, e.g. `5m` (units `ms`, `s`, `m`,
+    /// `h`), as in an McpUpstream; absent means 10m. Only with `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_interval: Option<String>,
+}
+
+impl OpenApiSource {
+    /// `refreshInterval`, default applied (after [`parse_file`] checked it).
+    pub fn refresh(&self) -> Option<std::time::Duration> {
+        self.url.as_ref()?;
+        crds::parse_duration(
+            self.refresh_interval
+                .as_deref()
+                .unwrap_or(crds::DEFAULT_REFRESH_INTERVAL),
+        )
+    }
+}
+
+impl UpstreamEntry {
+    /// How the gateway reaches this upstream: the settings, with
+    /// `validation` applied.
+    pub fn runtime(&self) -> UpstreamConfig {
+        let mut settings = self.settings.clone();
+        if let Some(v) = &self.validation {
+            v.apply(&mut settings);
+        }
+        settings
+    }
+
+    /// The compile options, as the operator makes them of an McpUpstream.
+    pub fn compile_options(&self) -> catalog::CompileOptions {
+        catalog::CompileOptions::declared(
+            self.naming.as_ref(),
+            self.tools.as_ref(),
+            self.schema.as_ref(),
+        )
+    }
+
+    /// Checks what the McpUpstream schema (and the operator) would,
+    /// naming fields relative to `upstreams.<prefix>`.
+    fn check(&self, prefix: &str, all: &BTreeMap<String, UpstreamEntry>) -> Result<(), String> {
+        let at = |field: &str| format!("upstreams.{prefix}.{field}");
+        let Some(openapi) = &self.openapi else {
+            let compiled = [
+                ("overlays", !self.overlays.is_empty()),
+                ("naming", self.naming.is_some()),
+                ("tools", self.tools.is_some()),
+                ("schema", self.schema.is_some()),
+            ];
+            if let Some((field, _)) = compiled.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "{}: only with openapi (it says how the document is compiled)",
+                    at(field)
+                ));
+            }
+            return self.check_validation(&at);
+        };
+        match (&openapi.file, &openapi.url) {
+            (Some(_), None) => {
+                if openapi.refresh_interval.is_some() {
+                    return Err(format!(
+                        "{}: only with openapi.url",
+                        at("openapi.refreshInterval")
+                    ));
+                }
+            }
+            (None, Some(url)) => {
+                let parsed = reqwest::Url::parse(url)
+                    .map_err(|e| format!("{}: {url:?}: {e}", at("openapi.url")))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(format!(
+                        "{}: {url:?} is not an http or https URL",
+                        at("openapi.url")
+                    ));
+                }
+                if let Some(r) = &openapi.refresh_interval {
+                    if crds::parse_duration(r).is_none_or(|d| d.is_zero()) {
+                        return Err(format!(
+                            "{}: {r:?} is not a duration such as 30s, 5m or 1h30m",
+                            at("openapi.refreshInterval")
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "{}: set exactly one of file and url",
+                    at("openapi")
+                ));
+            }
+        }
+        // The operator's rules for a gateway several upstreams share:
+        // with them a tool name always says which upstream it belongs to.
+        let options = self.compile_options();
+        if let Err(e) = catalog::prefix::check_shared(prefix, &options.naming.separator) {
+            let catalog::CompileError::Options { field, message } = e else {
+                return Err(format!("upstreams.{prefix}: {e}"));
+            };
+            if field != "toolPrefix" {
+                return Err(format!("{}: {message}", at(&field)));
+            }
+            // A key such as `pets__v2` would name tools `pets__v2__...`,
+            // which are prefix `pets`'s names.
+            let owner = catalog::prefix::prefix_of(prefix)
+                .filter(|p| *p != prefix && all.contains_key(*p))
+                .map(|p| format!("; its tool names would be upstream {p}'s"))
+                .unwrap_or_default();
+            return Err(format!("upstreams.{prefix}: the prefix {message}{owner}"));
+        }
+        self.check_validation(&at)
+    }
+
+    fn check_validation(&self, at: &dyn Fn(&str) -> String) -> Result<(), String> {
+        let Some(v) = &self.validation else {
+            return Ok(());
+        };
+        v.check()
+            .map_err(|e| format!("{}: {}", at(&format!("validation.{}", e.field)), e.message))?;
+        let s = &self.settings;
+        if s.response_validation != ResponseValidation::default()
+            || s.success_status.is_some()
+            || s.error_status.is_some()
+        {
+            return Err(format!(
+                "{}: give either validation (as in an McpUpstream) or responseValidation, \
+                 successStatus and errorStatus, not both",
+                at("validation")
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `upstreams:` as a map that refuses a key given twice (YAML parsers
+/// keep the last one, which would silently drop an upstream).
+fn unique_prefixes<'de, D>(d: D) -> Result<Option<BTreeMap<String, UpstreamEntry>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Unique;
+    impl<'de> serde::de::Visitor<'de> for Unique {
+        type Value = BTreeMap<String, UpstreamEntry>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map from tool prefix to upstream settings")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(prefix) = map.next_key::<String>()? {
+                if out.contains_key(&prefix) {
+                    return Err(serde::de::Error::custom(format!(
+                        "prefix {prefix:?} is given to two upstreams; a prefix belongs to one"
+                    )));
+                }
+                let entry = map.next_value()?;
+                out.insert(prefix, entry);
+            }
+            Ok(out)
+        }
+    }
+    struct Optional;
+    impl<'de> serde::de::Visitor<'de> for Optional {
+        type Value = Option<BTreeMap<String, UpstreamEntry>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map from tool prefix to upstream settings")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_map(Unique).map(Some)
+        }
+    }
+    d.deserialize_option(Optional)
 }
 
 /// Where `secretKey` references are read from: the operator's credentials
@@ -122,6 +379,11 @@ pub fn parse_file(text: &str) -> Result<GatewayFile, String> {
         return Ok(GatewayFile::default());
     }
     let file: GatewayFile = yaml_serde::from_str(text).map_err(|e| e.to_string())?;
+    if let Some(all) = &file.upstreams {
+        for (prefix, entry) in all {
+            entry.check(prefix, all)?;
+        }
+    }
     check_access(&file.gateway_config())?;
     Ok(file)
 }
@@ -260,6 +522,110 @@ upstreams:
     #[test]
     fn unknown_fields_are_refused() {
         assert!(parse("upstreams: {a: {baseURL: x}}").is_err());
+    }
+
+    #[test]
+    fn an_upstream_may_say_where_its_tools_come_from() {
+        let f = parse_file(
+            "upstreams:\n  pets:\n    openapi: {file: specs/pets.yaml}\n    overlays: [a.yaml, b.yaml]\n    naming: {maxLength: 40}\n    tools: {readOnly: true}\n    schema: {bodyMode: nested}\n    validation: {response: true, responseFailure: fail, successStatus: [404]}\n    baseUrl: http://pets\n    timeoutSeconds: 5\n  weather:\n    openapi: {url: 'https://example.com/openapi.yaml', refreshInterval: 1m}\n",
+        )
+        .unwrap();
+        assert!(f.has_sources());
+        let pets = &f.upstreams.as_ref().unwrap()["pets"];
+        let options = pets.compile_options();
+        assert_eq!(options.naming.max_length, 40);
+        assert!(options.tools.read_only);
+        assert_eq!(options.schema.body_mode, catalog::BodyMode::Nested);
+        let runtime = &f.gateway_config().upstreams["pets"];
+        assert_eq!(runtime.base_url.as_deref(), Some("http://pets"));
+        assert_eq!(runtime.timeout_seconds, Some(5.0));
+        assert_eq!(runtime.response_validation, ResponseValidation::Fail);
+        assert!(runtime.success_status.as_ref().unwrap().contains(&404));
+        let weather = f.upstreams.as_ref().unwrap()["weather"]
+            .openapi
+            .clone()
+            .unwrap();
+        assert_eq!(weather.refresh(), Some(std::time::Duration::from_secs(60)));
+        // Settings alone (for --catalog) are not sources.
+        assert!(!parse_file("upstreams: {a: {baseUrl: 'http://a'}}")
+            .unwrap()
+            .has_sources());
+    }
+
+    #[test]
+    fn a_prefix_given_twice_is_refused_naming_it() {
+        let e = parse_file(
+            "upstreams:\n  pets: {openapi: {file: a.yaml}}\n  pets: {openapi: {file: b.yaml}}\n",
+        )
+        .unwrap_err();
+        assert!(e.contains("\"pets\" is given to two upstreams"), "{e}");
+        assert!(parse_file("upstreams:\n").unwrap().upstreams.is_none());
+    }
+
+    #[test]
+    fn prefixes_and_separators_follow_the_shared_gateway_rules() {
+        // A prefix that would own another prefix's tool names.
+        let e = parse_file(
+            "upstreams:\n  pets: {openapi: {file: a.yaml}}\n  pets__v2: {openapi: {file: b.yaml}}\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("upstreams.pets__v2: the prefix"), "{e}");
+        assert!(e.contains("upstream pets's"), "{e}");
+        let e = parse_file("upstreams:\n  Pets: {openapi: {file: a.yaml}}\n").unwrap_err();
+        assert!(e.starts_with("upstreams.Pets: the prefix"), "{e}");
+        let e =
+            parse_file("upstreams:\n  pets: {openapi: {file: a.yaml}, naming: {separator: '_'}}\n")
+                .unwrap_err();
+        assert!(e.starts_with("upstreams.pets.naming.separator:"), "{e}");
+    }
+
+    #[test]
+    fn source_fields_are_checked_naming_the_field() {
+        let cases = [
+            (
+                "{openapi: {}}",
+                "upstreams.a.openapi: set exactly one of file and url",
+            ),
+            (
+                "{openapi: {file: x, url: 'http://x'}}",
+                "upstreams.a.openapi: set exactly one of file and url",
+            ),
+            ("{openapi: {url: 'ftp://x/y'}}", "upstreams.a.openapi.url:"),
+            (
+                "{openapi: {file: x, refreshInterval: 5m}}",
+                "upstreams.a.openapi.refreshInterval: only with openapi.url",
+            ),
+            (
+                "{openapi: {url: 'http://x', refreshInterval: soon}}",
+                "upstreams.a.openapi.refreshInterval:",
+            ),
+            (
+                "{overlays: [o.yaml]}",
+                "upstreams.a.overlays: only with openapi",
+            ),
+            (
+                "{tools: {readOnly: true}}",
+                "upstreams.a.tools: only with openapi",
+            ),
+            (
+                "{validation: {successStatus: [404], errorStatus: [404]}}",
+                "upstreams.a.validation.successStatus:",
+            ),
+            (
+                "{validation: {response: true}, responseValidation: fail}",
+                "upstreams.a.validation: give either",
+            ),
+        ];
+        for (entry, want) in cases {
+            let e = parse_file(&format!("upstreams:\n  a: {entry}\n")).unwrap_err();
+            assert!(e.starts_with(want), "{entry}: {e}");
+        }
+        // Typos are refused inside the blocks and beside them.
+        let e = parse_file("upstreams:\n  a: {openapi: {file: x}, naming: {maxLenght: 3}}\n")
+            .unwrap_err();
+        assert!(e.contains("maxLenght"), "{e}");
+        let e = parse_file("upstreams:\n  a: {openapi: {file: x}, overlay: [o]}\n").unwrap_err();
+        assert!(e.contains("unknown field `overlay`"), "{e}");
     }
 
     #[test]

@@ -30,7 +30,8 @@
 //! and answers RFC 9728 metadata.
 //!
 //! [`config`] is the gateway config file: base URLs, credentials
-//! references, limits. [`demo`] is the example pet store upstream and its
+//! references, limits; [`local`] compiles the catalog from its upstreams'
+//! documents when there is no `--catalog`. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
 
 pub mod auth;
@@ -43,6 +44,7 @@ pub mod inbound;
 pub mod intake;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+pub mod local;
 pub mod ops;
 pub mod output_schema;
 pub mod pages;

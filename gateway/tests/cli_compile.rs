@@ -362,3 +362,69 @@ fn hostile_documents_fail_at_their_limits_within_bounded_memory() {
     assert!(copy_peak < 128 << 20, "{copy_peak}");
     assert!(schema_peak < 384 << 20, "{schema_peak}");
 }
+
+#[test]
+fn the_example_local_config_compiles_its_three_upstreams() {
+    let r = toolgate(&["compile", "--config", "deploy/examples/local/toolgate.yaml"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let catalog: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let names: Vec<&str> = catalog["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|u| u["tools"].as_array().unwrap())
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "pets__find_pets",
+        "places__search_places",
+        "weather__get_forecast",
+    ] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    // The overlay hid deletePet; `tools.disabled` dropped getPlace.
+    assert!(!names.contains(&"pets__delete_pet"), "{names:?}");
+    assert!(!names.contains(&"places__get_place"), "{names:?}");
+}
+
+/// The whole corpus from one gateway config: each upstream is what the
+/// compiler makes of its document alone, under the same prefix.
+#[test]
+fn the_whole_corpus_compiles_from_one_config() {
+    let dir = tempdir();
+    let config = dir.join("corpus.yaml");
+    std::fs::write(
+        &config,
+        toolgate_corpus::gateway_config("http://127.0.0.1:9/api"),
+    )
+    .unwrap();
+    let r = toolgate(&["compile", "--config", config.to_str().unwrap()]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let served: catalog::Catalog = serde_json::from_slice(&r.stdout).unwrap();
+    let documents = toolgate_corpus::documents();
+    assert_eq!(served.upstreams.len(), documents.len());
+    let options = catalog::CompileOptions::declared(None, None, None);
+    let mut alone = Vec::new();
+    for doc in &documents {
+        let prefix = toolgate_corpus::prefix_of(doc);
+        let document = doc.display().to_string();
+        let spec = std::fs::read(doc).unwrap();
+        alone.push(
+            catalog::compile_upstream(&catalog::UpstreamSource {
+                prefix,
+                document: &document,
+                spec: &spec,
+                overlays: &[],
+                options: &options,
+            })
+            .unwrap_or_else(|e| panic!("{document}: {e}")),
+        );
+    }
+    let alone = catalog::Catalog::new(alone);
+    assert_eq!(served.hash, alone.hash);
+    eprintln!(
+        "{} documents, {} tools from one config",
+        served.upstreams.len(),
+        served.tool_count()
+    );
+}

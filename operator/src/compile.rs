@@ -178,8 +178,8 @@ impl Compiler {
         tracing::debug!(upstream = %source, ms = started.elapsed().as_millis() as u64, "compiled");
         let mut catalog = None;
         let result = match result {
-            Ok(Ok(cat)) => match transform_failure(&cat) {
-                Some(f) => Err(f),
+            Ok(Ok(cat)) => match cat.transform_failure() {
+                Some(message) => Err(Failure::new(Reason::TransformInvalid, message)),
                 None => {
                     let summary = summarize(&cat);
                     catalog = Some(Arc::new(cat));
@@ -249,26 +249,4 @@ fn summarize(cat: &catalog::UpstreamCatalog) -> Summary {
         unmatched,
         encoded_size: OnceLock::new(),
     }
-}
-
-/// A transform that does not work fails the version: publishing the
-/// upstream without that tool would silently drop what the overlay asked.
-fn transform_failure(cat: &catalog::UpstreamCatalog) -> Option<Failure> {
-    let bad: Vec<&catalog::Rejected> = cat
-        .rejected
-        .iter()
-        .filter(|r| r.reason == catalog::RejectReason::TransformInvalid)
-        .collect();
-    let first = bad.first()?;
-    Some(Failure::new(
-        Reason::TransformInvalid,
-        format!(
-            "{} operation(s) have an invalid transform; first: {} {} at {}: {}",
-            bad.len(),
-            first.method.to_ascii_uppercase(),
-            first.path,
-            first.pointer,
-            first.message
-        ),
-    ))
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use catalog::runtime::{ApiKeyLocation, AuthConfig, ResponseValidation, SecretRef, UpstreamConfig};
+use catalog::runtime::{ApiKeyLocation, AuthConfig, SecretRef, UpstreamConfig};
 use crds::conditions::Reason;
 use crds::{AuthType, McpUpstream};
 use kube::ResourceExt;
@@ -128,16 +128,12 @@ pub async fn read(
                 .unwrap_or(crds::DEFAULT_MAX_RESPONSE_BYTES),
         ),
         headers: http.headers.clone(),
-        response_validation: response_validation(&validation),
-        success_status: (!validation.success_status.is_empty())
-            .then(|| validation.success_status.clone()),
-        error_status: (!validation.error_status.is_empty())
-            .then(|| validation.error_status.clone()),
         rate_limit: spec.rate_limit.clone(),
         forward_identity: spec.forward_identity.clone(),
         access: spec.access.clone(),
         ..Default::default()
     };
+    validation.apply(&mut config);
     let mut creds = BTreeMap::new();
     if let Some(auth) = &spec.auth {
         if auth.type_ != AuthType::None {
@@ -214,13 +210,4 @@ pub async fn read(
         }
     }
     Ok((config, creds))
-}
-
-/// The gateway's response validation for `spec.validation`.
-pub fn response_validation(validation: &crds::ValidationSpec) -> ResponseValidation {
-    match (validation.response, validation.response_failure) {
-        (false, _) => ResponseValidation::Off,
-        (true, crds::ResponseFailure::Warn) => ResponseValidation::Warn,
-        (true, crds::ResponseFailure::Fail) => ResponseValidation::Fail,
-    }
 }

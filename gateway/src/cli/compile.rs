@@ -8,19 +8,27 @@ use anyhow::{bail, Context, Result};
 use catalog::{Catalog, CompileOptions, Overlay, UpstreamCatalog, UpstreamSource};
 use clap::Args;
 
-/// What both subcommands read.
+/// What both subcommands read: one document (`--spec`), or every
+/// upstream of a gateway config (`--config` alone).
 #[derive(Args, Debug)]
 pub struct SourceArgs {
     /// OpenAPI document (2.0, 3.0 or 3.1; JSON or YAML).
-    #[arg(long, value_name = "FILE")]
-    pub spec: PathBuf,
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "prefix",
+        required_unless_present = "config"
+    )]
+    pub spec: Option<PathBuf>,
     /// Tool prefix: every tool is named `{prefix}__{name}`.
-    #[arg(long, value_name = "P")]
-    pub prefix: String,
+    #[arg(long, value_name = "P", requires = "spec")]
+    pub prefix: Option<String>,
     /// Overlay documents, applied in the order given.
-    #[arg(long = "overlay", value_name = "FILE")]
+    #[arg(long = "overlay", value_name = "FILE", requires = "spec")]
     pub overlays: Vec<PathBuf>,
-    /// Compile settings (naming, tools, schema) as YAML or JSON.
+    /// With --spec: compile settings (naming, tools, schema) as YAML or
+    /// JSON. Without: a gateway config (`toolgate serve --config`), whose
+    /// upstreams are all compiled, each from its `openapi` document.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Overlay targets that match nothing are errors, not warnings.
@@ -59,8 +67,39 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-/// Compiles the upstream described by the arguments.
+/// Compiles what the arguments describe: each upstream with the document
+/// it came from.
+pub fn compile_sources(args: &SourceArgs) -> Result<Vec<(String, UpstreamCatalog)>> {
+    let (None, Some(config)) = (&args.spec, &args.config) else {
+        let u = compile_source(args)?;
+        return Ok(vec![(source_name(args), u)]);
+    };
+    // Documents may be URLs: fetching needs a runtime.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut sources = gateway::local::Sources::new(config.clone(), args.strict);
+    let compiled = rt.block_on(sources.compile_all())?;
+    Ok(compiled
+        .into_iter()
+        .map(|c| (format!("upstream {} ({})", c.prefix, c.document), c.catalog))
+        .collect())
+}
+
+/// `--spec`, or else `--config`, for messages.
+fn source_name(args: &SourceArgs) -> String {
+    args.spec
+        .as_ref()
+        .or(args.config.as_ref())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default()
+}
+
+/// Compiles the one upstream of `--spec`.
 pub fn compile_source(args: &SourceArgs) -> Result<UpstreamCatalog> {
+    let (Some(spec_path), Some(prefix)) = (&args.spec, &args.prefix) else {
+        bail!("--spec and --prefix are needed (or --config alone)");
+    };
     let options: CompileOptions = match &args.config {
         None => CompileOptions::default(),
         Some(p) => {
@@ -78,10 +117,10 @@ pub fn compile_source(args: &SourceArgs) -> Result<UpstreamCatalog> {
             args.strict,
         )?);
     }
-    let spec = read(&args.spec)?;
-    let document = args.spec.display().to_string();
+    let spec = read(spec_path)?;
+    let document = spec_path.display().to_string();
     Ok(catalog::compile_upstream(&UpstreamSource {
-        prefix: &args.prefix,
+        prefix,
         document: &document,
         spec: &spec,
         overlays: &overlays,
@@ -97,18 +136,19 @@ pub fn catalog_bytes(catalog: &Catalog) -> Result<Vec<u8>> {
 }
 
 pub fn compile(args: CompileArgs) -> Result<ExitCode> {
-    let upstream = compile_source(&args.source)?;
+    let upstreams = compile_sources(&args.source)?;
+    let catalog = Catalog::new(upstreams.into_iter().map(|(_, u)| u).collect());
     if let Some(name) = &args.explain {
-        let Some(tool) = upstream.tools.iter().find(|t| &t.name == name) else {
+        let Some((_, tool)) = catalog.tool(name) else {
             bail!(
                 "no tool {name:?} in {} (run `toolgate lint` to list tools)",
-                args.source.spec.display()
+                source_name(&args.source)
             );
         };
         println!("{}", catalog::explain::request_jq(&tool.plan));
         return Ok(ExitCode::SUCCESS);
     }
-    let bytes = catalog_bytes(&Catalog::new(vec![upstream]))?;
+    let bytes = catalog_bytes(&catalog)?;
     if let Some(path) = &args.check {
         let existing = read(path)?;
         if existing != bytes {
@@ -130,16 +170,31 @@ pub fn compile(args: CompileArgs) -> Result<ExitCode> {
 }
 
 pub fn lint(args: LintArgs) -> Result<ExitCode> {
-    let u = compile_source(&args.source)?;
     let mut out = String::new();
+    for (i, (document, u)) in compile_sources(&args.source)?.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        lint_upstream(&mut out, document, u, args.longest, args.largest)?;
+    }
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The summary of one upstream.
+fn lint_upstream(
+    out: &mut String,
+    document: &str,
+    u: &UpstreamCatalog,
+    longest: usize,
+    largest: usize,
+) -> std::fmt::Result {
     use std::fmt::Write as _;
     let title = u.source.title.as_deref().unwrap_or("(untitled)");
     writeln!(
         out,
-        "{}: {title} (OpenAPI {}), {} operations",
-        args.source.spec.display(),
-        u.source.openapi_version,
-        u.source.operation_count
+        "{document}: {title} (OpenAPI {}), {} operations",
+        u.source.openapi_version, u.source.operation_count
     )?;
     writeln!(out, "tools:    {}", u.tools.len())?;
     writeln!(out, "rejected: {}", u.rejected.len())?;
@@ -170,19 +225,17 @@ pub fn lint(args: LintArgs) -> Result<ExitCode> {
     names.sort_by_key(|n| std::cmp::Reverse(n.len()));
     if !names.is_empty() {
         writeln!(out, "\nLongest tool names:")?;
-        for n in names.iter().take(args.longest) {
+        for n in names.iter().take(longest) {
             writeln!(out, "  {:>3}  {n}", n.len())?;
         }
     }
-    listing_sizes(&mut out, &u, args.largest)?;
-    print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    listing_sizes(out, u, largest)
 }
 
 /// The estimated `tools/list` size of the document's tools, as the gateway
 /// lists them under each response validation mode (the operator reports
 /// the same in `status.listing`), and the largest tools.
-fn listing_sizes(out: &mut String, u: &UpstreamCatalog, largest: usize) -> Result<()> {
+fn listing_sizes(out: &mut String, u: &UpstreamCatalog, largest: usize) -> std::fmt::Result {
     use catalog::listing::{size_of, tool_bytes, ListingSize};
     use catalog::runtime::ResponseValidation;
     use std::fmt::Write as _;

@@ -26,7 +26,7 @@ pub struct ServeArgs {
     /// reloaded when it changes.
     #[arg(
         long,
-        required_unless_present_any = ["spec", "kube"],
+        required_unless_present_any = ["spec", "kube", "config"],
         conflicts_with = "spec"
     )]
     pub catalog: Option<PathBuf>,
@@ -67,7 +67,9 @@ pub struct ServeArgs {
     pub overlay: Vec<PathBuf>,
     /// Gateway config (YAML): inbound authentication (`inbound:`), and
     /// base URLs, auth, limits per prefix (`upstreams:`, not with --kube,
-    /// where the operator publishes them).
+    /// where the operator publishes them). Without --catalog or --spec,
+    /// the upstreams' `openapi` documents are compiled and served, and
+    /// reloaded when the config or any file it names changes.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Accepted Host header value (repeatable); `*` accepts any. Default:
@@ -186,6 +188,22 @@ pub async fn run_with(
              settings); only `inbound` is read"
         );
     }
+    if file.has_sources() && (args.catalog.is_some() || args.spec.is_some()) {
+        tracing::warn!(
+            "the tools come from --catalog or --spec: the `openapi` documents of --config are \
+             not compiled (its upstream settings apply)"
+        );
+    } else if !(args.kube
+        || catalog.is_some()
+        || args.catalog.is_some()
+        || args.spec.is_some()
+        || file.has_sources())
+    {
+        bail!(
+            "nothing to serve: give --catalog or --spec, or say in --config where each \
+             upstream's OpenAPI document is (`upstreams.<prefix>.openapi: {{file: ...}}`)"
+        );
+    }
     let config = file.gateway_config();
     let mut overrides = Overrides::default();
     if let (Some(prefix), Some(url)) = (&args.prefix, &args.base_url) {
@@ -246,6 +264,16 @@ pub async fn run_with(
         tokio::spawn(watch_file(
             store.clone(),
             path.clone(),
+            poll,
+            cancel.child_token(),
+        ));
+    } else if let Some(path) = &args.config {
+        // Checked above: its upstreams say where their documents are.
+        let mut sources = gateway::local::Sources::new(path.clone(), false);
+        sources.start(&store).await?;
+        tokio::spawn(gateway::local::watch(
+            sources,
+            store.clone(),
             poll,
             cancel.child_token(),
         ));
@@ -364,8 +392,8 @@ fn compile_spec(
     overlays: &[PathBuf],
 ) -> anyhow::Result<catalog::Catalog> {
     let source = super::compile::SourceArgs {
-        spec: spec.to_path_buf(),
-        prefix: prefix.to_string(),
+        spec: Some(spec.to_path_buf()),
+        prefix: Some(prefix.to_string()),
         overlays: overlays.to_vec(),
         config: None,
         strict: false,

@@ -12,7 +12,7 @@
 
 pub mod api_keys;
 pub mod config;
-mod fetch;
+pub(crate) mod fetch;
 pub mod introspection;
 pub mod jwks;
 pub mod jwt;

@@ -32,6 +32,8 @@ mod kube;
 mod limits;
 /// tools/list: schemas, constraints, pagination, protocol versions.
 mod list;
+/// `serve --config` compiling its upstreams' documents; `compile --config`.
+mod local;
 /// Peak memory of large responses, on the real binary.
 mod memory;
 /// Token exchange, forwarded identity and rate limits with real tokens.

@@ -138,6 +138,8 @@ async fn stateless_2026_client_calls_and_hears_list_changed_through_listen() {
 pub(crate) struct Served {
     pub child: Child,
     pub url: String,
+    /// Every line logged so far.
+    pub logs: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Served {
@@ -152,6 +154,34 @@ impl Served {
     pub(crate) async fn terminate(self) {
         self.sigterm();
         self.exited().await;
+    }
+
+    /// How many lines were logged so far.
+    pub(crate) fn log_count(&self) -> usize {
+        self.logs.lock().unwrap().len()
+    }
+
+    /// Waits until a line logged after the first `from` contains every one
+    /// of `parts`; returns it.
+    pub(crate) async fn wait_log(&self, from: usize, parts: &[&str]) -> String {
+        tokio::time::timeout(WAIT, async {
+            loop {
+                let found = self
+                    .logs
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .skip(from)
+                    .find(|l| parts.iter().all(|p| l.contains(p)))
+                    .cloned();
+                if let Some(line) = found {
+                    return line;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for a log line with {parts:?}"))
     }
 
     /// Sends SIGTERM.
@@ -201,9 +231,12 @@ pub(crate) fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Served {
         .expect("toolgate starts");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let logs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = logs.clone();
     std::thread::spawn(move || {
         let mut sent = false;
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            kept.lock().unwrap().push(line.clone());
             if !sent {
                 if let Some(i) = line.find("at http://") {
                     let url = line[i + 3..]
@@ -223,7 +256,7 @@ pub(crate) fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Served {
     let url = rx
         .recv_timeout(WAIT)
         .expect("timed out waiting for toolgate to print its URL");
-    Served { child, url }
+    Served { child, url, logs }
 }
 
 pub(crate) fn tempdir(name: &str) -> PathBuf {

@@ -15,8 +15,7 @@ use crate::status;
 
 fn record(status: &mut McpUpstreamStatus, c: &Summary, u: &McpUpstream) {
     let validation = u.spec.validation.clone().unwrap_or_default();
-    let listed_output =
-        crate::settings::response_validation(&validation).advertises_output_schemas();
+    let listed_output = validation.response_validation().advertises_output_schemas();
     status.listing = Some(c.listing[usize::from(listed_output)].into());
     let r = &c.recorded;
     status.tool_count = r.tool_count;

@@ -151,3 +151,24 @@ pub fn search_tasks() -> Vec<SearchTask> {
     const TASKS: &str = include_str!("../search-tasks.yaml");
     yaml_serde::from_str(TASKS).unwrap_or_else(|e| panic!("search-tasks.yaml: {e}"))
 }
+
+/// The tool prefix of the corpus document at `path` (see [`PREFIXES`]);
+/// panics for a document that is not in the table.
+pub fn prefix_of(path: &Path) -> &'static str {
+    prefix(&path.file_name().unwrap_or_default().to_string_lossy())
+}
+
+/// A gateway config (`toolgate serve --config`) serving every corpus
+/// document from one process, each under its prefix ([`PREFIXES`]), all calling
+/// `base_url`.
+pub fn gateway_config(base_url: &str) -> String {
+    let mut out = String::from("upstreams:\n");
+    for doc in documents() {
+        out.push_str(&format!(
+            "  {}:\n    openapi: {{file: {:?}}}\n    baseUrl: {base_url:?}\n",
+            prefix_of(&doc),
+            doc.display().to_string()
+        ));
+    }
+    out
+}

@@ -64,7 +64,8 @@ impl Meta {
         match self {
             Meta::SearchTools => format!(
                 "Find this endpoint's tools by what they do. `query` is the task in plain \
-                 words (e.g. \"delete a webhook of a repository\"). Returns the best matches \
+                 words, best in the words an API's documentation would use (e.g. \"delete \
+                 a webhook of a repository\"). Returns the best matches \
                  first: each tool's name, title, description and annotations, and the input \
                  schema of the first {SCHEMA_HITS} results only (use describe_tool for the \
                  schema of any other). Then run one with call_tool, or call it directly by \

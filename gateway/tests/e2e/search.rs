@@ -88,6 +88,13 @@ async fn search_mode_lists_the_meta_tools_and_the_pinned_tools_only() {
             "pets__get_pet"
         ]
     );
+    // Stateless (2026-07-28) clients get the same listing.
+    let stateless = connect_stateless(&format!("{}/mcp?mode=search", gw.url)).await;
+    assert_eq!(listed(&stateless).await, listed(&search).await);
+    assert_eq!(
+        found(&stateless, json!({"query": "ping"})).await[0],
+        "other__ping"
+    );
     // `/mcp/{prefix}` in search mode pins only its own tools.
     let pets = connect(&format!("{}/mcp/pets?mode=search", gw.url)).await;
     assert_eq!(

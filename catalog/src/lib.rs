@@ -49,6 +49,7 @@ pub mod prefix;
 pub mod publish;
 pub mod reason;
 pub mod runtime;
+pub mod search;
 pub mod spec;
 pub mod synth;
 pub mod transform;

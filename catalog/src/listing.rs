@@ -23,6 +23,69 @@ pub enum ListMode {
     Search,
 }
 
+/// How an endpoint in [`ListMode::Search`] presents itself: the same for
+/// `/mcp`, `/mcp/{prefix}` (the gateway config's `listing:` section) and
+/// a toolset (its own).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SearchSettings {
+    /// Tools listed directly beside the meta-tools, by full name, in this
+    /// order. A name the endpoint does not serve (or the caller may not
+    /// call) is left out of the listing, not an error. At most
+    /// [`MAX_PINNED`].
+    pub pinned: Vec<String>,
+    /// The meta-tools' descriptions; unset ones keep the built-in text.
+    pub descriptions: MetaToolDescriptions,
+}
+
+/// Descriptions of the search-mode meta-tools, each at most
+/// [`MAX_DESCRIPTION_BYTES`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct MetaToolDescriptions {
+    pub search_tools: Option<String>,
+    pub describe_tool: Option<String>,
+    pub call_tool: Option<String>,
+}
+
+/// Most pinned tools of one endpoint: pinning is for the few tools every
+/// conversation needs; the rest are what search is for.
+pub const MAX_PINNED: usize = 64;
+/// Longest meta-tool description: every client reads it in every
+/// `tools/list`.
+pub const MAX_DESCRIPTION_BYTES: usize = 4096;
+
+impl SearchSettings {
+    /// Checks the bounds, naming the field (relative to the settings,
+    /// e.g. `pinned` or `descriptions.searchTools`).
+    pub fn check(&self) -> Result<(), String> {
+        if self.pinned.len() > MAX_PINNED {
+            return Err(format!(
+                "pinned: {} tools; at most {MAX_PINNED} are allowed",
+                self.pinned.len()
+            ));
+        }
+        let d = &self.descriptions;
+        for (field, text) in [
+            ("searchTools", &d.search_tools),
+            ("describeTool", &d.describe_tool),
+            ("callTool", &d.call_tool),
+        ] {
+            if let Some(t) = text {
+                if t.len() > MAX_DESCRIPTION_BYTES {
+                    return Err(format!(
+                        "descriptions.{field}: {} bytes; at most {MAX_DESCRIPTION_BYTES} are allowed",
+                        t.len()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Estimated size of a `tools/list` listing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -154,6 +217,29 @@ mod tests {
         })
         .unwrap();
         u.tools.remove(0)
+    }
+
+    #[test]
+    fn search_settings_parse_and_are_bounded() {
+        let s: SearchSettings = serde_json::from_str(
+            r#"{"pinned": ["a__b"], "descriptions": {"callTool": "Run a tool."}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.pinned, ["a__b"]);
+        assert_eq!(s.descriptions.call_tool.as_deref(), Some("Run a tool."));
+        assert!(s.check().is_ok());
+        assert!(serde_json::from_str::<SearchSettings>(r#"{"pin": []}"#).is_err());
+        let many = SearchSettings {
+            pinned: vec!["x".into(); MAX_PINNED + 1],
+            ..Default::default()
+        };
+        assert!(many.check().unwrap_err().starts_with("pinned:"));
+        let mut long = SearchSettings::default();
+        long.descriptions.describe_tool = Some("x".repeat(MAX_DESCRIPTION_BYTES + 1));
+        assert!(long
+            .check()
+            .unwrap_err()
+            .starts_with("descriptions.describeTool:"));
     }
 
     /// The count matches the JSON it stands for.

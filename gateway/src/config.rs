@@ -44,6 +44,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use catalog::listing::{ListMode, MetaToolDescriptions, SearchSettings};
 pub use catalog::runtime::*;
 
 use crate::inbound::config::InboundConfig;
@@ -59,6 +60,51 @@ pub struct GatewayFile {
     /// given twice is an error, not the last one winning.
     #[serde(deserialize_with = "unique_prefixes")]
     pub upstreams: Option<BTreeMap<String, UpstreamEntry>>,
+    /// How `/mcp` and `/mcp/{prefix}` list their tools.
+    pub listing: ListingConfig,
+}
+
+/// The `listing:` section: each endpoint's mode when the client does not
+/// choose one with `?mode=`, and what search mode presents.
+///
+/// ```yaml
+/// listing:
+///   mode: search          # /mcp: all | search (default all)
+///   prefixMode: all       # /mcp/{prefix} (default: mode)
+///   pinned: [gitea__repo_get]
+///   descriptions:
+///     searchTools: "Find tools of our internal APIs by what they do."
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ListingConfig {
+    /// `/mcp` without `?mode=`.
+    pub mode: ListMode,
+    /// `/mcp/{prefix}` without `?mode=`; default: `mode`.
+    pub prefix_mode: Option<ListMode>,
+    /// Listed beside the meta-tools in search mode, by full name.
+    pub pinned: Vec<String>,
+    /// The meta-tools' descriptions; unset ones keep the built-in text.
+    pub descriptions: MetaToolDescriptions,
+}
+
+impl ListingConfig {
+    /// What search mode presents on `/mcp` and `/mcp/{prefix}`.
+    pub fn search_settings(&self) -> SearchSettings {
+        SearchSettings {
+            pinned: self.pinned.clone(),
+            descriptions: self.descriptions.clone(),
+        }
+    }
+
+    /// The mode of `/mcp` (`prefix: false`) or `/mcp/{prefix}` when the
+    /// request does not name one.
+    pub fn default_mode(&self, prefix: bool) -> ListMode {
+        match (prefix, self.prefix_mode) {
+            (true, Some(m)) => m,
+            _ => self.mode,
+        }
+    }
 }
 
 impl GatewayFile {
@@ -385,6 +431,10 @@ pub fn parse_file(text: &str) -> Result<GatewayFile, String> {
         }
     }
     check_access(&file.gateway_config())?;
+    file.listing
+        .search_settings()
+        .check()
+        .map_err(|e| format!("listing.{e}"))?;
     Ok(file)
 }
 
@@ -517,6 +567,30 @@ upstreams:
             "{e}"
         );
         parse("upstreams:\n  pets:\n    access:\n      rules:\n        - {when: '\"sre\" in claims.groups'}\n").unwrap();
+    }
+
+    #[test]
+    fn listing_sets_modes_and_search_settings() {
+        let f = parse_file(
+            "listing:\n  mode: search\n  pinned: [a__b]\n  descriptions: {callTool: Run it.}\n",
+        )
+        .unwrap();
+        assert_eq!(f.listing.default_mode(false), ListMode::Search);
+        assert_eq!(f.listing.default_mode(true), ListMode::Search);
+        assert_eq!(f.listing.search_settings().pinned, ["a__b"]);
+        let f = parse_file("listing: {mode: search, prefixMode: all}\n").unwrap();
+        assert_eq!(f.listing.default_mode(true), ListMode::All);
+        assert_eq!(
+            parse_file("").unwrap().listing.default_mode(false),
+            ListMode::All
+        );
+        assert!(parse_file("listing: {mode: bogus}\n").is_err());
+        let long = format!(
+            "listing:\n  descriptions: {{searchTools: '{}'}}\n",
+            "x".repeat(5000)
+        );
+        let e = parse_file(&long).unwrap_err();
+        assert!(e.starts_with("listing.descriptions.searchTools:"), "{e}");
     }
 
     #[test]

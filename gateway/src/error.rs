@@ -4,6 +4,9 @@
 //! |-------------------------------------------------|------------------------------------------|-------------|
 //! | Unknown tool, or a tool outside `/mcp/{prefix}` | `Err(ErrorData::invalid_params)`         | no          |
 //! | Bad pagination cursor: malformed, another endpoint's, or stale after a reload | `Err(ErrorData::invalid_params)` naming which | no |
+//! | Search mode: `describe_tool`/`call_tool` of a tool the caller may not see | the direct call's `Err(ErrorData::invalid_params)` | no |
+//! | Search mode: a meta-tool's arguments fail its schema or bounds | `Ok(isError)` naming them, like a tool's | no |
+//! | Unknown `?mode=` on an MCP endpoint             | HTTP 400 naming the parameter            | no          |
 //! | Arguments fail the inputSchema                  | `Ok(isError)` naming every failing field; the upstream is not called | debug |
 //! | Arguments pass but cannot form a safe request (`..` path segment, CR/LF in a header, bad base64) | `Ok(isError)` naming the argument | debug |
 //! | Request plan inconsistent (catalog defect)      | `Ok(isError)`                            | error       |

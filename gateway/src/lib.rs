@@ -55,6 +55,7 @@ pub mod reload;
 pub mod request;
 pub mod response;
 pub mod schema_text;
+pub mod search;
 pub mod server;
 pub mod session;
 pub mod snapshot;

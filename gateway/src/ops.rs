@@ -2,6 +2,11 @@
 //! `/readyz`, `/status`, `/.well-known/oauth-protected-resource`) and
 //! graceful shutdown.
 //!
+//! `?mode=all` or `?mode=search` on an MCP endpoint chooses how it lists
+//! its tools ([`catalog::listing::ListMode`]); without it, the gateway
+//! config's `listing:` decides. Each mode is its own endpoint, with its
+//! own sessions.
+//!
 //! [`app`] builds the whole router from an [`AppState`], so HTTP-edge
 //! behaviour is testable with `tower::ServiceExt::oneshot` and no socket.
 //!
@@ -29,6 +34,9 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use catalog::listing::ListMode;
+
+use crate::config::ListingConfig;
 use crate::inbound::Inbound;
 use crate::intake::{check_host_and_origin, McpEndpoint};
 use crate::reload::CatalogStore;
@@ -47,6 +55,8 @@ pub struct AppState {
     /// Set by [`serve`] at the shutdown signal: `/readyz` then fails.
     draining: Arc<AtomicBool>,
     inbound: Arc<Inbound>,
+    /// Modes of requests that do not choose one.
+    listing: Arc<ListingConfig>,
 }
 
 /// Settings of the HTTP edge.
@@ -75,6 +85,8 @@ pub struct EdgeOptions {
     pub inbound: Arc<Inbound>,
     /// Access to upstreams without an `access` policy.
     pub default_access: catalog::access::DefaultAccess,
+    /// Listing modes and search mode of `/mcp` and `/mcp/{prefix}`.
+    pub listing: ListingConfig,
 }
 
 impl Default for EdgeOptions {
@@ -91,6 +103,7 @@ impl Default for EdgeOptions {
             sessions: SessionSettings::default(),
             inbound: Inbound::open(),
             default_access: Default::default(),
+            listing: ListingConfig::default(),
         }
     }
 }
@@ -102,6 +115,8 @@ impl AppState {
             bytes: opts.page_bytes,
         };
         let shared = Shared::new(store, pages, opts.default_access);
+        shared.set_search(opts.listing.search_settings());
+        shared.warn_missing_pinned();
         shared.spawn_notifier();
         let mut cfg = StreamableHttpServerConfig::default()
             .with_allowed_hosts(opts.allowed_hosts.clone())
@@ -145,6 +160,7 @@ impl AppState {
             sessions: opts.sessions.clone(),
             draining: Arc::new(AtomicBool::new(false)),
             inbound: opts.inbound.clone(),
+            listing: Arc::new(opts.listing.clone()),
         }
     }
 }
@@ -221,7 +237,58 @@ async fn root(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = state.inbound.admit(&mut req).await {
         return r;
     }
-    crate::intake::serve(&state.root, req).await
+    let mode = match requested_mode(req.uri()) {
+        Ok(m) => m.unwrap_or(state.listing.default_mode(false)),
+        Err(r) => return *r,
+    };
+    let view = View::ROOT.with_mode(mode);
+    if view == View::ROOT {
+        return crate::intake::serve(&state.root, req).await;
+    }
+    let ep = state.endpoint(&view);
+    crate::intake::serve(&ep, req).await
+}
+
+/// The `mode` query parameter; `Err` is the 400 naming it when it is not
+/// a mode.
+fn requested_mode(uri: &http::Uri) -> Result<Option<ListMode>, Box<Response>> {
+    let Some(query) = uri.query() else {
+        return Ok(None);
+    };
+    let mut mode = None;
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key != "mode" {
+            continue;
+        }
+        mode = Some(match &*value {
+            "all" => ListMode::All,
+            "search" => ListMode::Search,
+            other => {
+                let error = format!(
+                    "query parameter 'mode': unknown mode '{other}'; expected 'all' or 'search'"
+                );
+                return Err(Box::new(
+                    (StatusCode::BAD_REQUEST, Json(json!({ "error": error }))).into_response(),
+                ));
+            }
+        });
+    }
+    Ok(mode)
+}
+
+impl AppState {
+    /// The endpoint of a view other than `/mcp` listed whole.
+    fn endpoint(&self, view: &View) -> McpEndpoint {
+        self.scoped.get_or_create(view, || {
+            mcp_service(
+                self.shared.clone(),
+                view.clone(),
+                self.mcp_config.clone(),
+                &self.session_key,
+                &self.sessions,
+            )
+        })
+    }
 }
 
 async fn scoped(
@@ -244,16 +311,12 @@ async fn scoped(
         )
             .into_response();
     }
-    let view = View::prefix(&prefix);
-    let ep = state.scoped.get_or_create(&view, || {
-        mcp_service(
-            state.shared.clone(),
-            view.clone(),
-            state.mcp_config.clone(),
-            &state.session_key,
-            &state.sessions,
-        )
-    });
+    let mode = match requested_mode(req.uri()) {
+        Ok(m) => m.unwrap_or(state.listing.default_mode(true)),
+        Err(r) => return *r,
+    };
+    let view = View::prefix(&prefix).with_mode(mode);
+    let ep = state.endpoint(&view);
     crate::intake::serve(&ep, req).await
 }
 

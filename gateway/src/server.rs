@@ -17,6 +17,12 @@
 //!   refuse the others exactly as they refuse an unknown tool, so a
 //!   refusal does not reveal that a tool exists. A reload that changes an
 //!   upstream's policy sends its sessions `list_changed`.
+//! - Listing mode ([`View::mode`]): `all` lists the tools; `search`
+//!   lists the meta-tools of [`crate::search`] and the pinned tools, and
+//!   still accepts a direct `tools/call` of any tool of the view (a client
+//!   that learned a name through search may call it by name). Its
+//!   sessions get `list_changed` like any other: what search finds and
+//!   which pinned tools are listed change with the view's tools.
 //! - Protocol versions: 2025-06-18 and 2025-11-25 (sessions, via
 //!   `initialize`) and 2026-07-28 (stateless, per-request metadata); rmcp
 //!   serves the latter statelessly whatever the session setting.
@@ -38,7 +44,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
 
-use catalog::listing::ListMode;
+use catalog::listing::{ListMode, SearchSettings};
 
 use crate::inbound::Caller;
 use crate::intake::McpEndpoint;
@@ -96,6 +102,11 @@ impl View {
         }
     }
 
+    /// This view listed in `mode`.
+    pub fn with_mode(self, mode: ListMode) -> View {
+        View { mode, ..self }
+    }
+
     /// Whether the tool belongs to this endpoint (before access rules).
     pub fn serves(&self, tool: &ToolEntry) -> bool {
         match &self.scope {
@@ -147,6 +158,9 @@ pub struct Shared {
     pub default_access: catalog::access::DefaultAccess,
     /// JSON bytes of the pages listed since the last trim.
     listed_since_trim: AtomicUsize,
+    /// Search mode of `/mcp` and `/mcp/{prefix}`; set once, at start-up
+    /// ([`Shared::set_search`]).
+    search: std::sync::OnceLock<SearchSettings>,
     sessions: Mutex<Vec<Session>>,
     prune_pending: AtomicBool,
     in_flight: AtomicUsize,
@@ -167,11 +181,47 @@ impl Shared {
             },
             default_access,
             listed_since_trim: AtomicUsize::new(0),
+            search: std::sync::OnceLock::new(),
             sessions: Mutex::new(Vec::new()),
             prune_pending: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
         })
+    }
+
+    /// Sets the search mode of `/mcp` and `/mcp/{prefix}`; only the first
+    /// call counts.
+    pub fn set_search(&self, search: SearchSettings) {
+        if self.search.set(search).is_err() {
+            tracing::error!("search settings set twice; the first ones stay");
+        }
+    }
+
+    /// The search mode of `/mcp` and `/mcp/{prefix}`.
+    pub fn search(&self) -> &SearchSettings {
+        static NONE: SearchSettings = SearchSettings {
+            pinned: Vec::new(),
+            descriptions: catalog::listing::MetaToolDescriptions {
+                search_tools: None,
+                describe_tool: None,
+                call_tool: None,
+            },
+        };
+        self.search.get().unwrap_or(&NONE)
+    }
+
+    /// Logs each pinned tool of `/mcp` that the snapshot does not have:
+    /// listings skip it, so a misspelt name would otherwise go unseen.
+    pub fn warn_missing_pinned(&self) {
+        let snapshot = self.store.load();
+        if !snapshot.loaded {
+            return;
+        }
+        for name in &self.search().pinned {
+            if snapshot.tool(name).is_none() {
+                tracing::warn!(tool = %name, "pinned tool (listing.pinned) not in the catalog; search-mode listings skip it");
+            }
+        }
     }
 
     /// Tool calls currently running.
@@ -246,7 +296,10 @@ impl Shared {
             loop {
                 match rx.recv().await {
                     Ok(d) => match me.upgrade() {
-                        Some(s) => s.notify(&d),
+                        Some(s) => {
+                            s.notify(&d);
+                            s.warn_missing_pinned();
+                        }
                         None => return,
                     },
                     // Missed some diffs: tell everyone, a spurious
@@ -293,6 +346,115 @@ impl McpHandler {
         McpHandler { shared, view }
     }
 
+    /// The search-mode settings of this endpoint's view: the gateway's
+    /// for `/mcp` and `/mcp/{prefix}`. `snapshot` is what a view whose
+    /// settings come with the catalog would read them from.
+    pub fn search_settings<'a>(
+        &'a self,
+        snapshot: &'a crate::snapshot::Snapshot,
+    ) -> &'a SearchSettings {
+        let _ = snapshot;
+        self.shared.search()
+    }
+
+    /// Search mode's `tools/list`: the meta-tools, then the pinned tools
+    /// the view serves and the caller may call, in the configured order.
+    fn list_search_mode(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        principal: Option<&catalog::access::Principal>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        // One page: the meta-tools and at most MAX_PINNED tools.
+        if request.and_then(|r| r.cursor).is_some() {
+            return Err(crate::error::bad_cursor(
+                crate::pages::CursorError::OtherEndpoint,
+            ));
+        }
+        let snapshot = self.shared.store.load();
+        let settings = self.search_settings(&snapshot);
+        let mut tools: Vec<Tool> = crate::search::Meta::ALL
+            .iter()
+            .map(|m| m.tool(settings))
+            .collect();
+        for name in &settings.pinned {
+            match self.visible(&snapshot, name, principal) {
+                Some(t) => tools.push(t.mcp_for_listing()),
+                None => tracing::debug!(tool = %name, "pinned tool not served here; skipped"),
+            }
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    /// Runs `name` for the caller: the direct `tools/call` and `call_tool`.
+    async fn run(
+        &self,
+        name: &str,
+        arguments: Option<rmcp::model::JsonObject>,
+        call_ctx: &crate::inbound::CallContext,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // One snapshot for the whole call: a reload never splits it.
+        let snapshot = self.shared.store.load();
+        let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
+        let Some(tool) = self.visible(&snapshot, name, principal).cloned() else {
+            // NB: the same error for a tool the caller may not call, so
+            // the answer does not say whether it exists.
+            return Err(crate::error::unknown_tool(name));
+        };
+        self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
+        let _guard = InFlight(&self.shared);
+        let result = tokio::select! {
+            r = crate::call::call(&tool, arguments, call_ctx) => r,
+            _ = context.ct.cancelled() => crate::response::error_text("call cancelled by the client"),
+        };
+        Ok(result.into())
+    }
+
+    /// Runs a meta-tool of search mode.
+    async fn run_meta(
+        &self,
+        meta: crate::search::Meta,
+        arguments: Option<rmcp::model::JsonObject>,
+        call_ctx: &crate::inbound::CallContext,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        use crate::search::{CallArgs, DescribeArgs, Meta, SearchArgs};
+        let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
+        match meta {
+            Meta::SearchTools => {
+                let args: SearchArgs = match meta.arguments(arguments) {
+                    Ok(a) => a,
+                    Err(e) => return Ok(crate::response::error_text(e).into()),
+                };
+                let snapshot = self.shared.store.load();
+                let mut access = snapshot.caller_access(principal, self.shared.default_access);
+                let result = crate::search::search(&snapshot, &args, |t| {
+                    self.view.serves(t) && access.allows(t)
+                });
+                Ok(result.into())
+            }
+            Meta::DescribeTool => {
+                let args: DescribeArgs = match meta.arguments(arguments) {
+                    Ok(a) => a,
+                    Err(e) => return Ok(crate::response::error_text(e).into()),
+                };
+                let snapshot = self.shared.store.load();
+                match self.visible(&snapshot, &args.name, principal) {
+                    Some(t) => Ok(crate::search::describe(t).into()),
+                    None => Err(crate::error::unknown_tool(&args.name)),
+                }
+            }
+            Meta::CallTool => {
+                let args: CallArgs = match meta.arguments(arguments) {
+                    Ok(a) => a,
+                    Err(e) => return Ok(crate::response::error_text(e).into()),
+                };
+                self.run(&args.name, args.arguments, call_ctx, context)
+                    .await
+            }
+        }
+    }
+
     /// `name` if this endpoint serves it and the caller may call it.
     fn visible<'a>(
         &self,
@@ -336,6 +498,12 @@ impl ServerHandler for McpHandler {
                 format!("Tools of the upstream API '{p}', generated from its OpenAPI description.")
             }
         };
+        let instructions = match self.view.mode {
+            ListMode::All => instructions,
+            ListMode::Search => format!(
+                "{instructions} This endpoint lists only a few tools: find the others with                  search_tools (by what they do), read one's input schema with describe_tool,                  and run it with call_tool or by calling it by name."
+            ),
+        };
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
@@ -358,6 +526,9 @@ impl ServerHandler for McpHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         let call_ctx = crate::inbound::caller_of(&context);
         let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
+        if self.view.mode == ListMode::Search {
+            return self.list_search_mode(request, principal);
+        }
         let snapshot = self.shared.store.load();
         let mut access = snapshot.caller_access(principal, self.shared.default_access);
         let scope = self.view.prefix_scope();
@@ -407,21 +578,17 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let call_ctx = crate::inbound::caller_of(&context);
-        // One snapshot for the whole call: a reload never splits it.
-        let snapshot = self.shared.store.load();
-        let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
-        let Some(tool) = self.visible(&snapshot, &request.name, principal).cloned() else {
-            // NB: the same error for a tool the caller may not call, so
-            // the answer does not say whether it exists.
-            return Err(crate::error::unknown_tool(&request.name));
-        };
-        self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
-        let _guard = InFlight(&self.shared);
-        let result = tokio::select! {
-            r = crate::call::call(&tool, request.arguments, &call_ctx) => r,
-            _ = context.ct.cancelled() => crate::response::error_text("call cancelled by the client"),
-        };
-        Ok(result.into())
+        if self.view.mode == ListMode::Search {
+            // NB: a catalog tool with a meta-tool's name is shadowed here;
+            // call_tool still reaches it.
+            if let Some(meta) = crate::search::Meta::of(&request.name) {
+                return self
+                    .run_meta(meta, request.arguments, &call_ctx, &context)
+                    .await;
+            }
+        }
+        self.run(&request.name, request.arguments, &call_ctx, &context)
+            .await
     }
 
     /// rmcp asks for a tool's schema, without a request context, to check
@@ -431,6 +598,11 @@ impl ServerHandler for McpHandler {
     fn get_tool(&self, name: &str) -> Option<Tool> {
         let caller = REQUEST_CALLER.try_with(Clone::clone).ok()?;
         let snapshot = self.shared.store.load();
+        if self.view.mode == ListMode::Search {
+            if let Some(meta) = crate::search::Meta::of(name) {
+                return Some(meta.tool(self.search_settings(&snapshot)));
+            }
+        }
         self.visible(&snapshot, name, caller.as_deref().map(|c| &c.principal))
             .map(|t| t.mcp().clone())
     }

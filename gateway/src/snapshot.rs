@@ -21,6 +21,11 @@
 //! across snapshots while an upstream's settings and secrets are unchanged;
 //! see [`RuntimeCache`].
 //!
+//! **Search.** The snapshot holds the catalog's search index
+//! ([`catalog::search::SearchIndex`]), built with it: once per catalog
+//! version, not per request, and over the same tools in the same order,
+//! so a hit's position is the tool's position here ([`Snapshot::tool_at`]).
+//!
 //! **Access.** Each upstream's `access` policy is compiled with the
 //! snapshot (a rule that does not compile fails the build, naming
 //! `upstreams.<prefix>.access.rules[i]...`), and [`Snapshot::caller_access`]
@@ -33,6 +38,7 @@ use std::sync::{Arc, OnceLock};
 use catalog::access::{
     AccessPolicy, CompiledAccess, DefaultAccess, Grants, PolicySite, Principal, ToolInfo,
 };
+use catalog::search::SearchIndex;
 use catalog::transform::JqProgram;
 use catalog::{Catalog, OutputWrap};
 use jsonschema::Validator;
@@ -266,6 +272,8 @@ pub struct Snapshot {
     /// Per prefix; absent for upstreams without an `access` policy.
     access: HashMap<String, UpstreamAccess>,
     listing: ListingVersions,
+    /// Over `tools`, in their order.
+    search: Arc<SearchIndex>,
 }
 
 /// What each endpoint lists, as versions that `tools/list` cursors carry
@@ -410,6 +418,7 @@ impl Snapshot {
             prefixes: BTreeMap::new(),
             access: HashMap::new(),
             listing: ListingVersions::default(),
+            search: Arc::new(SearchIndex::build(&Catalog::new(Vec::new()))),
         }
     }
 
@@ -511,6 +520,15 @@ impl Snapshot {
                 tools.push(Arc::new(entry));
             }
         }
+        let started = std::time::Instant::now();
+        let search = SearchIndex::build(catalog);
+        tracing::debug!(
+            tools = search.len(),
+            terms = search.term_count(),
+            bytes = search.heap_bytes(),
+            elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+            "search index built"
+        );
         cache.map = next_cache;
         let order: Vec<String> = catalog.upstreams.iter().map(|u| u.prefix.clone()).collect();
         let listing = ListingVersions::of(&tools, &order, &prefixes, &access);
@@ -523,6 +541,7 @@ impl Snapshot {
             prefixes,
             access,
             listing,
+            search: Arc::new(search),
         })
     }
 
@@ -577,12 +596,23 @@ impl Snapshot {
             prefixes: self.prefixes.clone(),
             access: self.access.clone(),
             listing: self.listing.clone(),
+            search: self.search.clone(),
             tools,
         }
     }
 
     pub fn tool(&self, name: &str) -> Option<&Arc<ToolEntry>> {
         self.index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The tool at `position` in catalog order (what search hits name).
+    pub fn tool_at(&self, position: usize) -> Option<&Arc<ToolEntry>> {
+        self.tools.get(position)
+    }
+
+    /// The search index over this snapshot's tools.
+    pub fn search_index(&self) -> &SearchIndex {
+        &self.search
     }
 
     /// Tools visible at `scope` (`None`: all), in catalog order.

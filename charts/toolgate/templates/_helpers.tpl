@@ -146,4 +146,19 @@ the paths they are mounted at, never as values. */}}
 inbound:
   defaultAccess: {{ $in.defaultAccess }}
 {{- end -}}
+{{- with include "toolgate.gateway.listing" . }}
+{{ . }}
+{{- end -}}
+{{- end -}}
+
+{{/* `listing:` of the gateway config (gateway.listing): only what differs
+from the defaults, so a default install renders no section. */}}
+{{- define "toolgate.gateway.listing" -}}
+{{- $l := .Values.gateway.listing -}}
+{{- $cfg := dict -}}
+{{- if and $l.mode (ne $l.mode "all") }}{{ $_ := set $cfg "mode" $l.mode }}{{ end -}}
+{{- with $l.prefixMode }}{{ $_ := set $cfg "prefixMode" . }}{{ end -}}
+{{- with $l.pinned }}{{ $_ := set $cfg "pinned" . }}{{ end -}}
+{{- with $l.descriptions }}{{ $_ := set $cfg "descriptions" . }}{{ end -}}
+{{- if $cfg }}{{ toYaml (dict "listing" $cfg) }}{{ end -}}
 {{- end -}}

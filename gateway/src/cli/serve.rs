@@ -65,11 +65,12 @@ pub struct ServeArgs {
     /// Overlays applied to --spec, in order.
     #[arg(long, requires = "spec")]
     pub overlay: Vec<PathBuf>,
-    /// Gateway config (YAML): inbound authentication (`inbound:`), and
-    /// base URLs, auth, limits per prefix (`upstreams:`, not with --kube,
-    /// where the operator publishes them). Without --catalog or --spec,
-    /// the upstreams' `openapi` documents are compiled and served, and
-    /// reloaded when the config or any file it names changes.
+    /// Gateway config (YAML): inbound authentication (`inbound:`), listing
+    /// modes and search mode (`listing:`), and base URLs, auth, limits per
+    /// prefix (`upstreams:`, not with --kube, where the operator publishes
+    /// them). Without --catalog or --spec, the upstreams' `openapi`
+    /// documents are compiled and served, and reloaded when the config or
+    /// any file it names changes.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Accepted Host header value (repeatable); `*` accepts any. Default:
@@ -185,7 +186,7 @@ pub async fn run_with(
     if args.kube && file.upstreams.is_some() {
         bail!(
             "--config with --kube: `upstreams` is not allowed (the operator publishes upstream \
-             settings); only `inbound` is read"
+             settings); only `inbound` and `listing` are read"
         );
     }
     if file.has_sources() && (args.catalog.is_some() || args.spec.is_some()) {
@@ -322,6 +323,7 @@ pub async fn run_with(
     let edge = EdgeOptions {
         inbound,
         default_access: file.inbound.default_access,
+        listing: file.listing.clone(),
         session_key,
         allowed_hosts,
         allowed_origins: args.allowed_origins.clone(),

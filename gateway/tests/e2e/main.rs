@@ -51,6 +51,8 @@ mod reload;
 mod replicas;
 /// A rolling restart behind nginx: the shutdown delay.
 mod rollout;
+/// Search mode: the meta-tools, access and scope, list_changed.
+mod search;
 /// The session key file: picked up when it appears, rotated with a grace.
 mod session_key;
 /// jq request, response and error transforms at runtime.

@@ -1529,6 +1529,56 @@ fn the_charts_inbound_settings_reach_the_gateway_as_a_file_and_secret_files() {
     );
 }
 
+/// `gateway.listing` reaches the gateway's config file as `listing:`,
+/// beside `inbound:` whether or not authentication is on, and only when
+/// it differs from the defaults; bad values are refused at render time.
+#[test]
+fn the_charts_listing_settings_reach_the_gateway_config_file() {
+    let Some(python) = tools::deploy_python() else {
+        return;
+    };
+    let listing_of = |objs: &[Value]| -> gateway::config::ListingConfig {
+        let cm = find(objs, "ConfigMap", Some(NS), "toolgate-gateway-config").expect("config");
+        let text = cm["data"]["gateway.yaml"].as_str().expect("gateway.yaml");
+        gateway::config::parse_file(text)
+            .unwrap_or_else(|e| panic!("{e}: {text}"))
+            .listing
+    };
+    let default = yaml_docs(&render_chart(&python, &json!({})));
+    assert_eq!(listing_of(&default), Default::default());
+    let listing = json!({"mode": "search", "prefixMode": "all", "pinned": ["pets__get_pet"],
+                         "descriptions": {"searchTools": "Find our tools."}});
+    for inbound in [
+        json!({}),
+        json!({"resource": "https://mcp.example.com/mcp",
+               "jwt": [{"issuer": "https://login.example.com", "audiences": ["toolgate"]}]}),
+    ] {
+        let values = json!({"gateway": {"listing": listing, "inbound": inbound}});
+        let objs = yaml_docs(&render_chart(&python, &values));
+        let l = listing_of(&objs);
+        assert_eq!(l.default_mode(false), catalog::listing::ListMode::Search);
+        assert_eq!(l.default_mode(true), catalog::listing::ListMode::All);
+        assert_eq!(l.pinned, ["pets__get_pet"]);
+        assert_eq!(
+            l.descriptions.search_tools.as_deref(),
+            Some("Find our tools.")
+        );
+        // Read at start-up: a change rolls the pods.
+        assert_ne!(
+            pod_annotation(&objs, "checksum/config"),
+            pod_annotation(&default, "checksum/config")
+        );
+    }
+    let many: Vec<String> = (0..65).map(|i| format!("t__{i}")).collect();
+    for bad in [
+        json!({"mode": "bogus"}),
+        json!({"pinned": many}),
+        json!({"descriptions": {"other": "x"}}),
+    ] {
+        render_chart_refused(&python, &json!({"gateway": {"listing": bad}}));
+    }
+}
+
 fn pod_annotation(objs: &[Value], key: &str) -> String {
     deployment(objs, "gateway")["spec"]["template"]["metadata"]["annotations"][key]
         .as_str()

@@ -1,0 +1,1159 @@
+//! Tool search: a ranked full-text index over a whole catalog, built once
+//! per catalog version, so an agent can find the few tools a task needs
+//! instead of reading thousands.
+//!
+//! Pure and self-contained: no async, no network, no model download.
+//!
+//! **What is indexed**, per tool, as separate fields with their own
+//! weight ([`FIELDS`]): the name without its prefix, split into words (on
+//! `__`, `_`, `.`, camelCase and letter/digit boundaries); the title; the
+//! description; the names and descriptions of the top-level input
+//! parameters; the tags (`Tool::toolsets`); the upstream (its prefix and
+//! its document's title); the words of the HTTP path; and what the HTTP
+//! method does ("delete remove" for `DELETE`, [`METHOD_WORDS`]).
+//!
+//! **Ranking** is BM25F (Robertson and Zaragoza, "The Probabilistic
+//! Relevance Framework: BM25 and Beyond", 2009, §3.5): each field's term
+//! frequency is length-normalised with its own `b`, weighted, summed into
+//! one pseudo-frequency, then saturated once with `k1`. Saturating once
+//! (rather than adding per-field BM25 scores) keeps a word that appears in
+//! name, title and description from counting three times as much as it
+//! should. Words are lower-cased, English-stemmed (Snowball/Porter2 from
+//! `rust-stemmers`), and function words are dropped; long words are also
+//! indexed by their first letters, which the stemmer keeps apart
+//! (`subscribe`/`subscription`); Chinese, Japanese and Korean text, which
+//! has no spaces, is indexed by character pairs. A small synonym table
+//! ([`SYNONYMS`]) adds the usual other words for the verbs an agent's
+//! task and an API's documentation disagree on most (delete/remove,
+//! list/show, ...). A tool's score is then scaled by the share of the
+//! query's words it matched, so one rare word does not outweigh the rest
+//! of the task.
+//!
+//! Measured on the corpus (`cargo bench -p catalog --bench search`, see
+//! docs/measurements.md), each of these helps a little and none much: the
+//! rest of what separates the task's words from the tool's is meaning, not
+//! spelling.
+//!
+//! NB: the scoring is written here rather than taken from a BM25 crate:
+//! the crates of the field (`bm25`, `probly-search`) score one text per
+//! document and keep strings per document, while this needs per-field
+//! weights and length normalisation (BM25F), a caller's filter over dense
+//! tool ids, and a compact index that the gateway keeps per catalog
+//! version; the formula itself is a dozen lines.
+//!
+//! **Compact.** Terms are interned once (`u32` ids); postings are one
+//! array of `(u32 tool, f32 weight)` in term order with an offset per
+//! term, their BM25F pseudo-frequencies computed at build time, so a query
+//! touches only the postings of its own terms. [`SearchIndex::heap_bytes`]
+//! reports what an index holds.
+//!
+//! **Bounded.** A query is at most [`MAX_QUERY_BYTES`] and
+//! [`MAX_QUERY_TERMS`] words and asks for at most [`MAX_LIMIT`] results
+//! ([`Query::parse`] refuses more, naming the bound); indexed words longer
+//! than [`MAX_WORD_BYTES`] are cut.
+//!
+//! ```
+//! # let spec = br#"{"openapi": "3.0.3", "info": {"title": "Pets", "version": "1"},
+//! #   "paths": {"/pets": {"get": {"operationId": "listPets", "summary": "List all pets",
+//! #     "responses": {"200": {"description": "ok"}}},
+//! #   "post": {"operationId": "createPet", "summary": "Create a pet",
+//! #     "responses": {"201": {"description": "ok"}}}}}}"#;
+//! # let options = catalog::CompileOptions::default();
+//! # let upstream = catalog::compile_upstream(&catalog::UpstreamSource {
+//! #     prefix: "pets", document: "pets.json", spec, overlays: &[], options: &options,
+//! # }).unwrap();
+//! use catalog::search::{Query, SearchIndex};
+//! let catalog = catalog::Catalog::new(vec![upstream]);
+//! let index = SearchIndex::build(&catalog);
+//! let query = Query::parse("add a new pet").unwrap();
+//! let hits = index.search(&query, |_tool| true);
+//! assert_eq!(catalog.upstreams[0].tools[hits[0].tool].name, "pets__create_pet");
+//! ```
+
+use std::collections::HashMap;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+
+use crate::model::{Catalog, Tool, UpstreamCatalog};
+
+/// Longest query text, in bytes.
+pub const MAX_QUERY_BYTES: usize = 1024;
+/// Most words in a query (before function words are dropped).
+pub const MAX_QUERY_TERMS: usize = 64;
+/// Most results one search returns.
+pub const MAX_LIMIT: usize = 50;
+/// Results when the caller does not say.
+pub const DEFAULT_LIMIT: usize = 10;
+/// Indexed words are cut to this many bytes: an identifier-like run of
+/// letters longer than this is no word a query would contain.
+pub const MAX_WORD_BYTES: usize = 40;
+
+/// The indexed fields of a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Name,
+    Title,
+    Description,
+    Params,
+    Tags,
+    Upstream,
+    Path,
+    Method,
+}
+
+/// `(field, weight, b)`: how much a word counts in each field, and how
+/// much the field's length discounts it (BM25's `b`: 0 none, 1 fully).
+/// Names and titles are short and chosen with care: a word there says
+/// most about what the tool does. Descriptions say more but also describe
+/// parameters and results. Parameter names and descriptions are noisy
+/// (every list tool has `limit`), so they count little and are fully
+/// length-normalised. The upstream's words are the same for all its tools:
+/// they only help a query that names the API ("gitea", "spotify"). The
+/// HTTP method's verbs ([`METHOD_WORDS`]) speak for tools whose document
+/// describes nothing but a path.
+const FIELDS: [(Field, f32, f32); 8] = [
+    (Field::Name, 3.0, 0.5),
+    (Field::Title, 2.0, 0.5),
+    (Field::Description, 1.0, 0.75),
+    (Field::Params, 0.3, 1.0),
+    (Field::Tags, 1.0, 0.5),
+    (Field::Upstream, 0.5, 0.0),
+    (Field::Path, 1.0, 0.5),
+    (Field::Method, 0.5, 0.0),
+];
+const FIELD_COUNT: usize = FIELDS.len();
+
+/// What an HTTP method does, in the words a task uses for it.
+const METHOD_WORDS: &[(&str, &str)] = &[
+    ("GET", "get read"),
+    ("POST", "post create add new"),
+    ("PUT", "put update replace set"),
+    ("PATCH", "patch update edit modify"),
+    ("DELETE", "delete remove"),
+];
+
+/// BM25's term-frequency saturation.
+const K1: f32 = 1.2;
+
+/// Words of at least this many letters are also indexed by their first
+/// [`TRUNCATED_LEN`] letters, which matches what the stemmer keeps apart
+/// (`subscribe`/`subscription`, `permission`/`permit`), at
+/// [`TRUNCATED_WEIGHT`]; an exact match then scores on both.
+const TRUNCATE_FROM: usize = 6;
+const TRUNCATED_LEN: usize = 5;
+const TRUNCATED_WEIGHT: f32 = 0.5;
+
+/// Function words: frequent in task descriptions and in documentation, and
+/// carrying nothing about which tool fits. Their IDF is low anyway, but
+/// dropping them keeps a wordy query from favouring wordy descriptions.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from",
+    "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or",
+    "our", "please", "should", "so", "that", "the", "their", "them", "then", "there", "these",
+    "they", "this", "those", "to", "us", "via", "want", "was", "we", "what", "when", "where",
+    "which", "who", "will", "with", "would", "you", "your",
+];
+
+/// Groups of words an agent and an API's documentation use for the same
+/// thing. A query word of a group also looks for the others, at
+/// [`SYNONYM_WEIGHT`]. Kept to verbs of CRUD-style APIs and a few nouns
+/// every API has: a general thesaurus would drown the exact words.
+/// Written unstemmed; stemmed when the table is used.
+const SYNONYMS: &[&[&str]] = &[
+    &["delete", "remove", "destroy", "erase"],
+    &["list", "show", "all", "browse", "enumerate"],
+    &["create", "add", "new", "make", "register"],
+    &["update", "edit", "modify", "change", "patch", "rename"],
+    &[
+        "get", "fetch", "retrieve", "read", "view", "lookup", "find", "show",
+    ],
+    &["search", "find", "query", "lookup", "filter"],
+    &["user", "member", "account", "person", "people"],
+    &["org", "organization", "organisation", "team", "company"],
+    &["repo", "repository", "project"],
+    &["start", "run", "launch", "begin", "trigger", "submit"],
+    &["stop", "cancel", "terminate", "halt", "abort"],
+    &["upload", "attach", "send", "put"],
+    &["download", "export", "fetch"],
+    &[
+        "picture",
+        "image",
+        "photo",
+        "avatar",
+        "thumbnail",
+        "snapshot",
+    ],
+    &["message", "msg", "chat", "post", "text", "sms"],
+    &["disable", "deactivate", "suspend", "turn", "off"],
+    &["enable", "activate", "turn", "on"],
+];
+
+/// How much a synonym's match counts against the word itself.
+const SYNONYM_WEIGHT: f32 = 0.4;
+
+/// How much a tool that matches only some of the query's words is
+/// discounted: its score times (matched words / words) to this power.
+const COVERAGE_POWER: f32 = 1.0;
+
+/// [`SYNONYMS`], normalised as indexed words are; built once.
+fn synonyms() -> &'static [Vec<String>] {
+    static TABLE: std::sync::OnceLock<Vec<Vec<String>>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let stemmer = Stemmer::create(Algorithm::English);
+        SYNONYMS
+            .iter()
+            .map(|g| g.iter().filter_map(|w| normalise(&stemmer, w)).collect())
+            .collect()
+    })
+}
+
+/// A query refused before it ran, and which bound it broke.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("query is {bytes} bytes; at most {MAX_QUERY_BYTES} are allowed")]
+    TooLong { bytes: usize },
+    #[error("query has {terms} words; at most {MAX_QUERY_TERMS} are allowed")]
+    TooManyTerms { terms: usize },
+    #[error("limit must be between 1 and {MAX_LIMIT}, not {limit}")]
+    Limit { limit: u64 },
+}
+
+/// One term a query looks for.
+#[derive(Debug, Clone, PartialEq)]
+struct QueryTerm {
+    term: String,
+    weight: f32,
+    /// The query word it stands for (< [`MAX_QUERY_TERMS`]): what
+    /// coverage counts.
+    word: u8,
+}
+
+/// A parsed search query: its terms, how many results, and an optional
+/// upstream prefix to search within.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Query {
+    /// Each term once, at its highest weight: a word's own terms at 1,
+    /// its truncation at [`TRUNCATED_WEIGHT`], its synonyms at
+    /// [`SYNONYM_WEIGHT`].
+    terms: Vec<QueryTerm>,
+    /// Query words with at least one term.
+    words: usize,
+    limit: usize,
+    prefix: Option<String>,
+}
+
+impl Query {
+    /// Parses `text`, with [`DEFAULT_LIMIT`] results over every upstream.
+    pub fn parse(text: &str) -> Result<Query, QueryError> {
+        if text.len() > MAX_QUERY_BYTES {
+            return Err(QueryError::TooLong { bytes: text.len() });
+        }
+        let mut count = 0usize;
+        split_words(text, |_| count += 1);
+        if count > MAX_QUERY_TERMS {
+            return Err(QueryError::TooManyTerms { terms: count });
+        }
+        let stemmer = Stemmer::create(Algorithm::English);
+        let mut terms: Vec<QueryTerm> = Vec::new();
+        let mut add =
+            |term: String, weight: f32, word: u8| match terms.iter_mut().find(|t| t.term == term) {
+                Some(t) if t.weight < weight => {
+                    t.weight = weight;
+                    t.word = word;
+                }
+                Some(_) => {}
+                None => terms.push(QueryTerm { term, weight, word }),
+            };
+        let mut words = 0u8;
+        split_words(text, |w| {
+            let mut any = false;
+            terms_of(&stemmer, w, |term| {
+                any = true;
+                match term {
+                    Term::Exact(t) => {
+                        for group in synonyms() {
+                            if group.contains(&t) {
+                                for s in group {
+                                    add(s.clone(), SYNONYM_WEIGHT, words);
+                                }
+                            }
+                        }
+                        add(t, 1.0, words);
+                    }
+                    Term::Truncated(t) => add(t, TRUNCATED_WEIGHT, words),
+                }
+            });
+            if any {
+                words += 1;
+            }
+        });
+        terms.retain(|t| t.weight > 0.0);
+        Ok(Query {
+            terms,
+            words: words as usize,
+            limit: DEFAULT_LIMIT,
+            prefix: None,
+        })
+    }
+
+    /// At most `limit` results (1 to [`MAX_LIMIT`]).
+    pub fn with_limit(mut self, limit: u64) -> Result<Query, QueryError> {
+        if limit == 0 || limit > MAX_LIMIT as u64 {
+            return Err(QueryError::Limit { limit });
+        }
+        self.limit = limit as usize;
+        Ok(self)
+    }
+
+    /// Only tools of the upstream with this prefix.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Query {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// How many results the query asks for.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Whether no word of the query can match anything (empty, or only
+    /// function words).
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+}
+
+/// One result: the tool's position in catalog order (upstreams in
+/// catalog order, then their tools: the order of [`Catalog::upstreams`]
+/// and [`UpstreamCatalog::tools`]) and its score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    pub tool: usize,
+    pub score: f32,
+}
+
+/// One tool holding one term: its BM25F pseudo-frequency.
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    tool: u32,
+    weight: f32,
+}
+
+/// The index of one catalog version. Immutable; share it behind an `Arc`.
+pub struct SearchIndex {
+    terms: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    /// Per term.
+    idf: Vec<f32>,
+    /// Term `t`'s postings are `postings[offsets[t]..offsets[t + 1]]`,
+    /// by tool.
+    offsets: Vec<u32>,
+    postings: Vec<Posting>,
+    /// Per tool: index into `prefixes`.
+    tool_prefix: Vec<u32>,
+    prefixes: Vec<Box<str>>,
+}
+
+impl std::fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchIndex")
+            .field("tools", &self.tool_prefix.len())
+            .field("terms", &self.idf.len())
+            .field("postings", &self.postings.len())
+            .finish()
+    }
+}
+
+impl SearchIndex {
+    /// Indexes every tool of `catalog`, in catalog order.
+    pub fn build(catalog: &Catalog) -> SearchIndex {
+        let mut b = Builder::default();
+        for u in &catalog.upstreams {
+            for t in &u.tools {
+                b.add(u, t);
+            }
+        }
+        b.finish()
+    }
+
+    /// The tools held.
+    pub fn len(&self) -> usize {
+        self.tool_prefix.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tool_prefix.is_empty()
+    }
+
+    /// Distinct indexed terms.
+    pub fn term_count(&self) -> usize {
+        self.idf.len()
+    }
+
+    /// Heap bytes the index holds (capacities, interned words included;
+    /// allocator overhead not).
+    pub fn heap_bytes(&self) -> usize {
+        let words: usize = self.terms.keys().map(|k| k.len()).sum();
+        let prefixes: usize = self.prefixes.iter().map(|p| p.len()).sum();
+        // A hashbrown slot is the entry plus one control byte.
+        self.terms.capacity() * (std::mem::size_of::<(Box<str>, u32)>() + 1)
+            + words
+            + self.idf.capacity() * 4
+            + self.offsets.capacity() * 4
+            + self.postings.capacity() * std::mem::size_of::<Posting>()
+            + self.tool_prefix.capacity() * 4
+            + self.prefixes.capacity() * std::mem::size_of::<Box<str>>()
+            + prefixes
+    }
+
+    /// What each term of `query` adds to `tool`'s score before the
+    /// coverage discount: why a tool ranks where it does.
+    pub fn explain(&self, query: &Query, tool: usize) -> Vec<(String, f32)> {
+        query
+            .terms
+            .iter()
+            .filter_map(|q| {
+                let t = *self.terms.get(q.term.as_str())? as usize;
+                let list = &self.postings[self.offsets[t] as usize..self.offsets[t + 1] as usize];
+                let i = list.binary_search_by_key(&(tool as u32), |p| p.tool).ok()?;
+                Some((
+                    q.term.clone(),
+                    self.contribution(t, q.weight, list[i].weight),
+                ))
+            })
+            .collect()
+    }
+
+    fn contribution(&self, term: usize, query_weight: f32, weight: f32) -> f32 {
+        self.idf[term] * query_weight * weight * (K1 + 1.0) / (K1 + weight)
+    }
+
+    /// The best matches of `query` among the tools `allowed` accepts
+    /// (called with a tool's catalog position, only for tools that match,
+    /// best first, until `query`'s limit is reached), best first; ties in
+    /// catalog order.
+    pub fn search(&self, query: &Query, mut allowed: impl FnMut(usize) -> bool) -> Vec<Hit> {
+        let prefix = match &query.prefix {
+            None => None,
+            Some(p) => match self.prefixes.iter().position(|q| **q == **p) {
+                Some(i) => Some(i as u32),
+                None => return Vec::new(),
+            },
+        };
+        let mut scores = vec![0f32; self.len()];
+        // Which query words each tool matched: query words are at most
+        // MAX_QUERY_TERMS (64), one bit each.
+        let mut matched = vec![0u64; self.len()];
+        let mut touched: Vec<u32> = Vec::new();
+        for q in &query.terms {
+            let Some(&t) = self.terms.get(q.term.as_str()) else {
+                continue;
+            };
+            let t = t as usize;
+            let range = self.offsets[t] as usize..self.offsets[t + 1] as usize;
+            for p in &self.postings[range] {
+                let doc = p.tool as usize;
+                if prefix.is_some_and(|pi| self.tool_prefix[doc] != pi) {
+                    continue;
+                }
+                if scores[doc] == 0.0 {
+                    touched.push(p.tool);
+                }
+                scores[doc] += self.contribution(t, q.weight, p.weight);
+                matched[doc] |= 1u64 << q.word.min(63);
+            }
+        }
+        let words = query.words.max(1) as f32;
+        for &doc in &touched {
+            let doc = doc as usize;
+            let coverage = matched[doc].count_ones() as f32 / words;
+            scores[doc] *= coverage.powf(COVERAGE_POWER);
+        }
+        touched.sort_unstable_by(|&a, &b| {
+            scores[b as usize]
+                .total_cmp(&scores[a as usize])
+                .then(a.cmp(&b))
+        });
+        let mut hits = Vec::with_capacity(query.limit);
+        for doc in touched {
+            let doc = doc as usize;
+            if allowed(doc) {
+                hits.push(Hit {
+                    tool: doc,
+                    score: scores[doc],
+                });
+                if hits.len() == query.limit {
+                    break;
+                }
+            }
+        }
+        hits
+    }
+}
+
+/// Collects tools' words, then computes the postings once the average
+/// field lengths are known.
+#[derive(Default)]
+struct Builder {
+    terms: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    /// `(tool, term, frequency per field)`, by tool.
+    entries: Vec<(u32, u32, [u16; FIELD_COUNT])>,
+    /// Per tool: words per field.
+    lengths: Vec<[u32; FIELD_COUNT]>,
+    tool_prefix: Vec<u32>,
+    prefixes: Vec<Box<str>>,
+}
+
+impl Builder {
+    fn add(&mut self, upstream: &UpstreamCatalog, tool: &Tool) {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let id = self.lengths.len() as u32;
+        let prefix = match self.prefixes.iter().position(|p| **p == *upstream.prefix) {
+            Some(i) => i,
+            None => {
+                self.prefixes.push(upstream.prefix.as_str().into());
+                self.prefixes.len() - 1
+            }
+        };
+        self.tool_prefix.push(prefix as u32);
+        let mut freq: Vec<(u32, [u16; FIELD_COUNT])> = Vec::new();
+        let mut lengths = [0u32; FIELD_COUNT];
+        let terms = &mut self.terms;
+        let mut put = |field: usize, text: &str| {
+            split_words(text, |w| {
+                let mut counted = false;
+                terms_of(&stemmer, w, |term| {
+                    let term = match term {
+                        Term::Exact(t) => {
+                            if !counted {
+                                lengths[field] += 1;
+                                counted = true;
+                            }
+                            t
+                        }
+                        Term::Truncated(t) => t,
+                    };
+                    let next = terms.len() as u32;
+                    let t = *terms.entry(term.into_boxed_str()).or_insert(next);
+                    match freq.iter_mut().find(|(x, _)| *x == t) {
+                        Some((_, f)) => f[field] = f[field].saturating_add(1),
+                        None => {
+                            let mut f = [0u16; FIELD_COUNT];
+                            f[field] = 1;
+                            freq.push((t, f));
+                        }
+                    }
+                });
+            });
+        };
+        for (i, (field, _, _)) in FIELDS.iter().enumerate() {
+            match field {
+                Field::Name => put(i, upstream.base_name(&tool.name).unwrap_or(&tool.name)),
+                Field::Title => put(i, tool.title.as_deref().unwrap_or_default()),
+                Field::Description => put(i, tool.description.as_deref().unwrap_or_default()),
+                Field::Params => {
+                    let params = Params::of(tool.input_schema.as_str());
+                    for (name, description) in &params.0 {
+                        put(i, name);
+                        put(i, description.as_deref().unwrap_or_default());
+                    }
+                }
+                Field::Tags => {
+                    for tag in &tool.toolsets {
+                        put(i, tag);
+                    }
+                }
+                Field::Upstream => {
+                    put(i, &upstream.prefix);
+                    put(i, upstream.source.title.as_deref().unwrap_or_default());
+                }
+                Field::Path => put(i, &tool.plan.path),
+                Field::Method => {
+                    let method = tool.plan.method.as_str();
+                    if let Some((_, words)) = METHOD_WORDS
+                        .iter()
+                        .find(|(m, _)| m.eq_ignore_ascii_case(method))
+                    {
+                        put(i, words);
+                    }
+                }
+            }
+        }
+        self.lengths.push(lengths);
+        freq.sort_unstable_by_key(|(t, _)| *t);
+        self.entries
+            .extend(freq.into_iter().map(|(t, f)| (id, t, f)));
+    }
+
+    fn finish(self) -> SearchIndex {
+        let tools = self.lengths.len();
+        let mut avg = [0f32; FIELD_COUNT];
+        for l in &self.lengths {
+            for (a, n) in avg.iter_mut().zip(l) {
+                *a += *n as f32;
+            }
+        }
+        for a in &mut avg {
+            *a /= tools.max(1) as f32;
+        }
+        let term_count = self.terms.len();
+        // Counting sort by term: entries are in tool order, so each
+        // term's postings come out in tool order too.
+        let mut df = vec![0u32; term_count];
+        for (_, t, _) in &self.entries {
+            df[*t as usize] += 1;
+        }
+        let mut offsets = Vec::with_capacity(term_count + 1);
+        let mut sum = 0u32;
+        offsets.push(0);
+        for d in &df {
+            sum += d;
+            offsets.push(sum);
+        }
+        let mut next: Vec<u32> = offsets[..term_count].to_vec();
+        let mut postings = vec![
+            Posting {
+                tool: 0,
+                weight: 0.0
+            };
+            self.entries.len()
+        ];
+        for (tool, t, f) in &self.entries {
+            let len = &self.lengths[*tool as usize];
+            let mut weight = 0f32;
+            for (i, (_, w, b)) in FIELDS.iter().enumerate() {
+                if f[i] == 0 {
+                    continue;
+                }
+                let norm = if avg[i] > 0.0 {
+                    1.0 - b + b * len[i] as f32 / avg[i]
+                } else {
+                    1.0
+                };
+                weight += w * f[i] as f32 / norm;
+            }
+            let slot = &mut next[*t as usize];
+            postings[*slot as usize] = Posting {
+                tool: *tool,
+                weight,
+            };
+            *slot += 1;
+        }
+        let n = tools as f32;
+        let idf = df
+            .iter()
+            .map(|&d| (1.0 + (n - d as f32 + 0.5) / (d as f32 + 0.5)).ln())
+            .collect();
+        let mut terms = self.terms;
+        terms.shrink_to_fit();
+        SearchIndex {
+            terms,
+            idf,
+            offsets,
+            postings,
+            tool_prefix: self.tool_prefix,
+            prefixes: self.prefixes,
+        }
+    }
+}
+
+/// A word of a text, as [`split_words`] finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Word<'a> {
+    /// Letters and digits of an alphabetic script.
+    Plain(&'a str),
+    /// A run of Chinese, Japanese or Korean characters: these scripts do
+    /// not separate words with spaces.
+    Cjk(&'a str),
+}
+
+/// Calls `f` with each word of `text`: runs of letters and digits, split
+/// further where camelCase changes case (`fetchPet`, `HTTPStatus`) and
+/// between letters and digits (`v2`); and runs of CJK characters. `_`,
+/// `.`, `-`, `/` and the like separate words, so names
+/// (`repo_add_collaborator`) and paths split as prose does.
+fn split_words(text: &str, mut f: impl FnMut(Word<'_>)) {
+    let mut start = None::<usize>;
+    let mut cjk = None::<usize>;
+    let mut prev: Option<char> = None;
+    let mut iter = text.char_indices().peekable();
+    while let Some((i, c)) = iter.next() {
+        if is_cjk(c) {
+            if let Some(s) = start.take() {
+                f(Word::Plain(&text[s..i]));
+            }
+            prev = None;
+            cjk.get_or_insert(i);
+            continue;
+        }
+        if let Some(s) = cjk.take() {
+            f(Word::Cjk(&text[s..i]));
+        }
+        if !c.is_alphanumeric() {
+            if let Some(s) = start.take() {
+                f(Word::Plain(&text[s..i]));
+            }
+            prev = None;
+            continue;
+        }
+        if let (Some(s), Some(p)) = (start, prev) {
+            let next = iter.peek().map(|(_, n)| *n);
+            let boundary = (p.is_lowercase() && c.is_uppercase())
+                || (p.is_alphabetic() && c.is_ascii_digit())
+                || (p.is_ascii_digit() && c.is_alphabetic())
+                || (p.is_uppercase() && c.is_uppercase() && next.is_some_and(|n| n.is_lowercase()));
+            if boundary {
+                f(Word::Plain(&text[s..i]));
+                start = Some(i);
+            }
+        }
+        if start.is_none() {
+            start = Some(i);
+        }
+        prev = Some(c);
+    }
+    if let Some(s) = start {
+        f(Word::Plain(&text[s..]));
+    }
+    if let Some(s) = cjk {
+        f(Word::Cjk(&text[s..]));
+    }
+}
+
+/// Han, kana, Hangul and their punctuation-free blocks.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF     // Hiragana, Katakana
+        | 0x3400..=0x4DBF   // CJK Extension A
+        | 0x4E00..=0x9FFF   // CJK Unified Ideographs
+        | 0xAC00..=0xD7AF   // Hangul syllables
+        | 0xF900..=0xFAFF   // CJK Compatibility Ideographs
+        | 0xFF66..=0xFF9F   // Half-width Katakana
+        | 0x20000..=0x2FA1F // Extensions B and later
+    )
+}
+
+/// An index term of a word.
+enum Term {
+    /// The word itself, normalised ([`normalise`]), or a CJK bigram.
+    Exact(String),
+    /// Its first [`TRUNCATED_LEN`] letters, marked so no word collides.
+    Truncated(String),
+}
+
+/// Calls `f` with the terms of `word`: for a plain word its normal form
+/// and, when long enough, its truncation; for a CJK run its overlapping
+/// character pairs (the run itself when one character long), the usual
+/// way to index text without word breaks.
+fn terms_of(stemmer: &Stemmer, word: Word<'_>, mut f: impl FnMut(Term)) {
+    match word {
+        Word::Plain(w) => {
+            let Some(term) = normalise(stemmer, w) else {
+                return;
+            };
+            let lower = w.to_ascii_lowercase();
+            if lower.is_ascii() && lower.len() >= TRUNCATE_FROM {
+                f(Term::Truncated(format!("~{}", &lower[..TRUNCATED_LEN])));
+            }
+            f(Term::Exact(term));
+        }
+        Word::Cjk(run) => {
+            let chars: Vec<(usize, char)> = run.char_indices().collect();
+            if chars.len() == 1 {
+                f(Term::Exact(run.to_string()));
+                return;
+            }
+            for pair in chars.windows(2) {
+                let end = pair[1].0 + pair[1].1.len_utf8();
+                f(Term::Exact(run[pair[0].0..end].to_string()));
+            }
+        }
+    }
+}
+
+/// The indexed form of a word: lower-cased, cut to [`MAX_WORD_BYTES`],
+/// English-stemmed when it is ASCII; `None` for function words and single
+/// letters or digits.
+fn normalise(stemmer: &Stemmer, word: &str) -> Option<String> {
+    let mut w = word.to_lowercase();
+    if w.len() > MAX_WORD_BYTES {
+        let mut end = MAX_WORD_BYTES;
+        while !w.is_char_boundary(end) {
+            end -= 1;
+        }
+        w.truncate(end);
+    }
+    if w.chars().count() < 2 || STOP_WORDS.binary_search(&w.as_str()).is_ok() {
+        return None;
+    }
+    if !w.is_ascii() {
+        return Some(w);
+    }
+    Some(stemmer.stem(&w).into_owned())
+}
+
+/// The top-level properties of an input schema: name and description.
+/// Reads only those from the schema text, skipping everything else.
+#[derive(Default)]
+struct Params(Vec<(String, Option<String>)>);
+
+impl Params {
+    fn of(schema: &str) -> Params {
+        #[derive(Deserialize, Default)]
+        struct Top {
+            #[serde(default)]
+            properties: Option<PropMap>,
+        }
+        serde_json::from_str::<Top>(schema)
+            .ok()
+            .and_then(|t| t.properties)
+            .map(|p| Params(p.0))
+            .unwrap_or_default()
+    }
+}
+
+/// `properties` as `(name, description)`, whatever each schema is.
+struct PropMap(Vec<(String, Option<String>)>);
+
+impl<'de> Deserialize<'de> for PropMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PropMap, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = PropMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of schemas")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PropMap, A::Error> {
+                let mut out = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    let Description(d) = map.next_value()?;
+                    out.push((name, d));
+                }
+                Ok(PropMap(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A schema's `description`, or `None` for a schema without one (or a
+/// boolean schema).
+struct Description(Option<String>);
+
+impl<'de> Deserialize<'de> for Description {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Description, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Description;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a schema")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Description, A::Error> {
+                let mut description = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "description" && description.is_none() {
+                        // Any JSON: a description that is not a string
+                        // is skipped, not an error.
+                        let v = map.next_value::<serde_json::Value>()?;
+                        description = v.as_str().map(str::to_string);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Description(description))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Description, E> {
+                Ok(Description(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        split_words(text, |w| match w {
+            Word::Plain(w) => out.push(w.to_string()),
+            Word::Cjk(w) => out.push(format!("cjk:{w}")),
+        });
+        out
+    }
+
+    #[test]
+    fn names_split_on_separators_case_and_digits() {
+        assert_eq!(
+            words("gitea__repo_addCollaborator"),
+            ["gitea", "repo", "add", "Collaborator"]
+        );
+        assert_eq!(words("getHTTPStatus"), ["get", "HTTP", "Status"]);
+        assert_eq!(words("v2Users.list"), ["v", "2", "Users", "list"]);
+        assert_eq!(
+            words("/repos/{owner}/{repo}/labels"),
+            ["repos", "owner", "repo", "labels"]
+        );
+        assert_eq!(words("oauth2-token"), ["oauth", "2", "token"]);
+        assert_eq!(
+            words("日本語のAPIです"),
+            ["cjk:日本語の", "API", "cjk:です"]
+        );
+        assert!(words("__--//").is_empty());
+    }
+
+    #[test]
+    fn stop_words_are_sorted_for_binary_search() {
+        let mut sorted = STOP_WORDS.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, STOP_WORDS);
+    }
+
+    #[test]
+    fn words_are_lowercased_stemmed_and_function_words_dropped() {
+        let s = Stemmer::create(Algorithm::English);
+        assert_eq!(normalise(&s, "Repositories").as_deref(), Some("repositori"));
+        assert_eq!(normalise(&s, "repository").as_deref(), Some("repositori"));
+        assert_eq!(normalise(&s, "deleting").as_deref(), Some("delet"));
+        assert_eq!(normalise(&s, "The"), None);
+        assert_eq!(normalise(&s, "x"), None);
+        let long = "a".repeat(100);
+        assert_eq!(normalise(&s, &long).map(|w| w.len()), Some(MAX_WORD_BYTES));
+        // Cut on a character boundary.
+        let wide = "é".repeat(30);
+        assert!(normalise(&s, &wide).is_some());
+    }
+
+    fn catalog(ops: &str) -> Catalog {
+        let spec = format!(
+            r#"{{"openapi": "3.0.3", "info": {{"title": "Pet Store", "version": "1"}}, "paths": {{{ops}}}}}"#
+        );
+        let options = crate::CompileOptions::default();
+        let a = crate::compile_upstream(&crate::UpstreamSource {
+            prefix: "pets",
+            document: "pets.json",
+            spec: spec.as_bytes(),
+            overlays: &[],
+            options: &options,
+        })
+        .unwrap();
+        let other = r#"{"openapi": "3.0.3", "info": {"title": "Music", "version": "1"}, "paths": {
+            "/playlists/{id}": {"delete": {"operationId": "removePlaylist", "summary": "Remove a playlist",
+              "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+              "responses": {"204": {"description": "ok"}}}}}}"#;
+        let b = crate::compile_upstream(&crate::UpstreamSource {
+            prefix: "music",
+            document: "music.json",
+            spec: other.as_bytes(),
+            overlays: &[],
+            options: &options,
+        })
+        .unwrap();
+        Catalog::new(vec![a, b])
+    }
+
+    const OPS: &str = r#"
+      "/pets": {
+        "get": {"operationId": "listPets", "summary": "List all pets", "tags": ["pets"],
+          "parameters": [{"name": "limit", "in": "query", "description": "How many items to return",
+                          "schema": {"type": "integer"}}],
+          "responses": {"200": {"description": "ok"}}},
+        "post": {"operationId": "createPet", "summary": "Create a pet", "tags": ["pets"],
+          "requestBody": {"content": {"application/json": {"schema": {"type": "object",
+            "properties": {"name": {"type": "string"}, "species": {"type": "string",
+              "description": "Dog, cat or parrot"}}}}}},
+          "responses": {"201": {"description": "ok"}}}},
+      "/pets/{petId}": {
+        "get": {"operationId": "showPetById", "summary": "Info for a specific pet", "tags": ["pets"],
+          "parameters": [{"name": "petId", "in": "path", "required": true, "schema": {"type": "string"}}],
+          "responses": {"200": {"description": "ok"}}},
+        "delete": {"operationId": "deletePet", "summary": "Deletes a pet",
+          "parameters": [{"name": "petId", "in": "path", "required": true, "schema": {"type": "string"}}],
+          "responses": {"204": {"description": "ok"}}}},
+      "/stores/{storeId}/vaccinations": {
+        "post": {"operationId": "recordVaccination", "summary": "Record a vaccination",
+          "description": "Records that an animal of the store received a vaccine.",
+          "parameters": [{"name": "storeId", "in": "path", "required": true, "schema": {"type": "string"}}],
+          "responses": {"201": {"description": "ok"}}}}
+    "#;
+
+    fn names(c: &Catalog, hits: &[Hit]) -> Vec<String> {
+        let all: Vec<&Tool> = c.upstreams.iter().flat_map(|u| &u.tools).collect();
+        hits.iter().map(|h| all[h.tool].name.clone()).collect()
+    }
+
+    fn top(c: &Catalog, index: &SearchIndex, q: &str) -> String {
+        let hits = index.search(&Query::parse(q).unwrap(), |_| true);
+        names(c, &hits).into_iter().next().unwrap_or_default()
+    }
+
+    #[test]
+    fn ranks_the_tool_whose_words_match_first() {
+        let c = catalog(OPS);
+        let index = SearchIndex::build(&c);
+        assert_eq!(index.len(), 6);
+        assert_eq!(top(&c, &index, "create a new pet"), "pets__create_pet");
+        assert_eq!(top(&c, &index, "show all the pets"), "pets__list_pets");
+        // Stemming: "vaccinated" finds "vaccination".
+        assert_eq!(
+            top(&c, &index, "animal got vaccinated"),
+            "pets__record_vaccination"
+        );
+        // A parameter's description is indexed.
+        assert_eq!(top(&c, &index, "parrot"), "pets__create_pet");
+        // The upstream's title is indexed.
+        assert_eq!(top(&c, &index, "music"), "music__remove_playlist");
+    }
+
+    #[test]
+    fn synonyms_find_the_other_verb() {
+        let c = catalog(OPS);
+        let index = SearchIndex::build(&c);
+        let only = |q: &str, prefix: &str| {
+            let q = Query::parse(q).unwrap().with_prefix(prefix);
+            names(&c, &index.search(&q, |_| true))
+        };
+        // Neither tool has the other verb anywhere.
+        assert_eq!(only("remove a pet", "pets")[0], "pets__delete_pet");
+        assert_eq!(only("delete", "music"), ["music__remove_playlist"]);
+    }
+
+    #[test]
+    fn filter_prefix_and_limit_bound_the_results() {
+        let c = catalog(OPS);
+        let index = SearchIndex::build(&c);
+        let q = Query::parse("pet").unwrap();
+        let all = index.search(&q, |_| true);
+        assert!(all.len() >= 4, "{:?}", names(&c, &all));
+        // Best first, ties in catalog order.
+        for w in all.windows(2) {
+            assert!(w[0].score > w[1].score || (w[0].score == w[1].score && w[0].tool < w[1].tool));
+        }
+        let create = all
+            .iter()
+            .find(|h| names(&c, &[**h])[0] == "pets__create_pet")
+            .unwrap()
+            .tool;
+        let filtered = index.search(&q, |t| t != create);
+        assert!(!filtered.iter().any(|h| h.tool == create));
+        assert_eq!(filtered.len(), all.len() - 1);
+        let two = index.search(&q.clone().with_limit(2).unwrap(), |_| true);
+        assert_eq!(two, all[..2]);
+        let q = Query::parse("remove").unwrap();
+        assert_eq!(
+            names(&c, &index.search(&q.clone().with_prefix("pets"), |_| true)),
+            ["pets__delete_pet"]
+        );
+        assert_eq!(
+            names(&c, &index.search(&q.clone().with_prefix("music"), |_| true)),
+            ["music__remove_playlist"]
+        );
+        assert!(index.search(&q.with_prefix("nope"), |_| true).is_empty());
+        // The filter is asked only until the limit is reached.
+        let mut asked = 0;
+        let one = Query::parse("pet").unwrap().with_limit(1).unwrap();
+        index.search(&one, |_| {
+            asked += 1;
+            true
+        });
+        assert_eq!(asked, 1);
+    }
+
+    #[test]
+    fn queries_are_bounded() {
+        let long = "pet ".repeat(300);
+        assert_eq!(
+            Query::parse(&long),
+            Err(QueryError::TooLong { bytes: long.len() })
+        );
+        let many = "pet ".repeat(65);
+        assert_eq!(
+            Query::parse(&many),
+            Err(QueryError::TooManyTerms { terms: 65 })
+        );
+        assert!(Query::parse(&"pet ".repeat(64)).is_ok());
+        let q = Query::parse("pet").unwrap();
+        assert_eq!(q.limit(), DEFAULT_LIMIT);
+        assert_eq!(q.clone().with_limit(0), Err(QueryError::Limit { limit: 0 }));
+        assert_eq!(
+            q.clone().with_limit(51),
+            Err(QueryError::Limit { limit: 51 })
+        );
+        assert_eq!(q.with_limit(50).unwrap().limit(), 50);
+    }
+
+    #[test]
+    fn empty_and_unknown_queries_find_nothing() {
+        let c = catalog(OPS);
+        let index = SearchIndex::build(&c);
+        for q in ["", "   ", "the of and", "zebra", "__"] {
+            let q = Query::parse(q).unwrap();
+            assert!(index.search(&q, |_| true).is_empty());
+        }
+        assert!(Query::parse("the of").unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_empty_catalog_has_an_empty_index() {
+        let index = SearchIndex::build(&Catalog::new(Vec::new()));
+        assert!(index.is_empty());
+        assert!(index
+            .search(&Query::parse("pets").unwrap(), |_| true)
+            .is_empty());
+    }
+
+    #[test]
+    fn cjk_text_is_indexed_by_character_pairs() {
+        let s = Stemmer::create(Algorithm::English);
+        let mut terms = Vec::new();
+        terms_of(&s, Word::Cjk("納品書"), |t| {
+            if let Term::Exact(t) = t {
+                terms.push(t)
+            }
+        });
+        assert_eq!(terms, ["納品", "品書"]);
+        let ops = r#""/slips/{id}/cancel": {"post": {"operationId": "slipsCancel",
+            "summary": "納品書の取消", "parameters": [{"name": "id", "in": "path",
+            "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}},
+          "/invoices": {"get": {"operationId": "invoicesIndex", "summary": "請求書一覧の取得",
+            "responses": {"200": {"description": "ok"}}}}"#;
+        let c = catalog(ops);
+        let index = SearchIndex::build(&c);
+        assert_eq!(top(&c, &index, "納品書を取消したい"), "pets__slips_cancel");
+        assert_eq!(top(&c, &index, "請求書の一覧"), "pets__invoices_index");
+    }
+
+    #[test]
+    fn words_the_stemmer_keeps_apart_still_match_by_their_start() {
+        let ops = r#""/subscription": {"delete": {"operationId": "deleteSubscription",
+            "summary": "Remove the subscription", "responses": {"204": {"description": "ok"}}}},
+          "/pets": {"get": {"operationId": "listPets", "summary": "List pets",
+            "responses": {"200": {"description": "ok"}}}}"#;
+        let c = catalog(ops);
+        let index = SearchIndex::build(&c);
+        assert_eq!(
+            top(&c, &index, "unsubscribe, I mean subscribe"),
+            "pets__delete_subscription"
+        );
+    }
+
+    #[test]
+    fn parameter_schemas_of_any_shape_are_read_or_skipped() {
+        let p = Params::of(
+            r#"{"type":"object","properties":{"a":{"type":"string","description":"the A","items":{"description":"nested"}},"b":true,"c":{"description":5}}}"#,
+        );
+        assert_eq!(
+            p.0,
+            [
+                ("a".to_string(), Some("the A".to_string())),
+                ("b".to_string(), None),
+                ("c".to_string(), None)
+            ]
+        );
+        assert!(Params::of("{}").0.is_empty());
+        assert!(Params::of(r#"{"properties": 3}"#).0.is_empty());
+    }
+}

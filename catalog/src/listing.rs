@@ -13,6 +13,7 @@ use crate::model::Tool;
 
 /// How an MCP endpoint lists its tools.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ListMode {
     /// `tools/list` returns every tool the endpoint serves.

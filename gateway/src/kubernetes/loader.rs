@@ -350,6 +350,7 @@ fn served_hash(candidates: &[Candidate]) -> String {
     Index {
         format: catalog::publish::PUBLISHED_FORMAT.to_string(),
         upstreams: candidates.iter().map(|c| c.served.entry.clone()).collect(),
+        ..Index::default()
     }
     .hash()
 }

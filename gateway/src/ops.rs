@@ -1,6 +1,6 @@
-//! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`, `/healthz`,
-//! `/readyz`, `/status`, `/.well-known/oauth-protected-resource`) and
-//! graceful shutdown.
+//! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`,
+//! `/mcp/toolsets/{namespace}/{name}`, `/healthz`, `/readyz`, `/status`,
+//! `/.well-known/oauth-protected-resource`) and graceful shutdown.
 //!
 //! [`app`] builds the whole router from an [`AppState`], so HTTP-edge
 //! behaviour is testable with `tower::ServiceExt::oneshot` and no socket.
@@ -163,6 +163,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/mcp", any(root))
         .route("/mcp/{prefix}", any(scoped))
+        .route("/mcp/toolsets/{namespace}/{name}", any(toolset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
@@ -249,6 +250,42 @@ async fn scoped(
     crate::intake::serve(&ep, req).await
 }
 
+async fn toolset(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    mut req: Request,
+) -> Response {
+    // NB: before the lookup, as for `/mcp/{prefix}`: nobody unadmitted can
+    // probe which toolsets exist.
+    if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
+        return r;
+    }
+    if let Err(r) = state.inbound.admit(&mut req).await {
+        return r;
+    }
+    let id = catalog::toolset::ToolsetName::new(namespace, name);
+    // The toolset's mode when the endpoint is first asked for: a session
+    // keeps the view it started on.
+    let Some(mode) = state.shared.store.load().toolset(&id).map(|t| t.def.mode) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("no toolset '{id}'")})),
+        )
+            .into_response();
+    };
+    let view = View::toolset(id, mode);
+    let ep = state.scoped.get_or_create(&view, || {
+        mcp_service(
+            state.shared.clone(),
+            view.clone(),
+            state.mcp_config.clone(),
+            &state.session_key,
+            &state.sessions,
+        )
+    });
+    crate::intake::serve(&ep, req).await
+}
+
 async fn healthz() -> &'static str {
     "ok"
 }
@@ -279,9 +316,10 @@ async fn readyz(State(state): State<AppState>, req: Request) -> Response {
 }
 
 /// What is served: the catalog hash (in Kubernetes mode the published
-/// index's), tools, upstreams and when it loaded. Names no secrets, but
-/// names every prefix: held to the MCP endpoints' Host and Origin rules,
-/// so a DNS-rebinding page cannot read it, and to their authentication.
+/// index's), tools, upstreams, toolsets and when it loaded. Names no
+/// secrets, but names every prefix and toolset: held to the MCP endpoints'
+/// Host and Origin rules, so a DNS-rebinding page cannot read it, and to
+/// their authentication.
 async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
         return r;
@@ -293,6 +331,14 @@ async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     let mut body = serde_json::to_value(&*snap.provenance).unwrap_or_default();
     if let Some(o) = body.as_object_mut() {
         o.insert("ready".into(), snap.loaded.into());
+        let toolsets: Vec<_> = snap
+            .toolsets()
+            .map(|t| {
+                json!({"namespace": t.def.id.namespace, "name": t.def.id.name,
+                       "mode": t.def.mode, "tools": t.tools})
+            })
+            .collect();
+        o.insert("toolsets".into(), toolsets.into());
     }
     Json(body).into_response()
 }

@@ -2,7 +2,8 @@
 //! snapshot, mounted with rmcp's Streamable HTTP service.
 //!
 //! - `/mcp` serves every tool; `/mcp/{prefix}` serves one upstream's tools
-//!   and treats every other tool as unknown.
+//!   and `/mcp/toolsets/{namespace}/{name}` a toolset's, and each treats
+//!   every other tool as unknown.
 //! - `tools/list` pages through the snapshot; the cursor is today the
 //!   decimal offset of the page's first tool (clients must still treat it
 //!   as opaque: it may change). The tools' schemas are `Arc`s, so a page
@@ -39,6 +40,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
 
 use catalog::listing::ListMode;
+use catalog::toolset::ToolsetName;
 
 use crate::inbound::Caller;
 use crate::intake::McpEndpoint;
@@ -68,6 +70,8 @@ pub enum Scope {
     All,
     /// One upstream's tools: `/mcp/{prefix}`.
     Prefix(Arc<str>),
+    /// The tools a toolset selects: `/mcp/toolsets/{namespace}/{name}`.
+    Toolset(Arc<ToolsetName>),
 }
 
 /// What one MCP endpoint serves and how it lists it. Each view has its
@@ -94,34 +98,48 @@ impl View {
         }
     }
 
+    /// A toolset's tools, listed as the toolset's `mode` says.
+    pub fn toolset(name: ToolsetName, mode: ListMode) -> View {
+        View {
+            scope: Scope::Toolset(Arc::new(name)),
+            mode,
+        }
+    }
+
     /// Whether the tool belongs to this endpoint (before access rules).
     pub fn serves(&self, tool: &ToolEntry) -> bool {
         match &self.scope {
             Scope::All => true,
             Scope::Prefix(p) => **p == *tool.prefix,
+            Scope::Toolset(t) => tool.in_toolset(t),
         }
     }
 
     /// The prefix whose tools this view serves, if it is one upstream's.
     fn prefix_scope(&self) -> Option<&str> {
         match &self.scope {
-            Scope::All => None,
+            Scope::All | Scope::Toolset(_) => None,
             Scope::Prefix(p) => Some(p),
         }
     }
 
     /// Whether a session on this view sees a change in `diff`.
     pub fn affected_by(&self, diff: &ToolDiff) -> bool {
-        diff.affects(self.prefix_scope())
+        match &self.scope {
+            Scope::Toolset(t) => diff.toolsets.contains(&**t),
+            _ => diff.affects(self.prefix_scope()),
+        }
     }
 
     /// What session ids are signed for: `None` for `/mcp` (so its ids
     /// keep their form), else a text no other view has. Prefixes hold no
-    /// `?`, so the suffix cannot collide with another prefix.
+    /// `?`, so the suffix cannot collide with another prefix; nor `/`, so
+    /// a toolset's `toolsets/{namespace}/{name}` is no prefix's.
     pub fn session_scope(&self) -> Option<Arc<str>> {
         let base = match &self.scope {
             Scope::All => None,
             Scope::Prefix(p) => Some(p.to_string()),
+            Scope::Toolset(t) => Some(format!("toolsets/{t}")),
         };
         match (base, self.mode) {
             (None, ListMode::All) => None,
@@ -252,7 +270,9 @@ impl Shared {
     fn notify_all(&self) {
         let mut d = ToolDiff::default();
         d.modified.push(String::new());
-        d.prefixes = self.store.load().prefixes().map(str::to_string).collect();
+        let snapshot = self.store.load();
+        d.prefixes = snapshot.prefixes().map(str::to_string).collect();
+        d.toolsets = snapshot.toolsets().map(|t| t.def.id.clone()).collect();
         self.notify(&d);
     }
 }
@@ -314,13 +334,16 @@ pub(crate) async fn with_request_caller<F: Future>(
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        let instructions = match self.view.prefix_scope() {
-            None => {
+        let instructions = match &self.view.scope {
+            Scope::All => {
                 "Tools generated from the OpenAPI descriptions of the upstream APIs.".to_string()
             }
-            Some(p) => {
+            Scope::Prefix(p) => {
                 format!("Tools of the upstream API '{p}', generated from its OpenAPI description.")
             }
+            Scope::Toolset(t) => format!(
+                "Tools of the toolset '{t}', chosen from upstream APIs and generated from their OpenAPI descriptions."
+            ),
         };
         ServerConfig::new(
             ServerCapabilities::builder()

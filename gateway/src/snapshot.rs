@@ -21,18 +21,25 @@
 //! across snapshots while an upstream's settings and secrets are unchanged;
 //! see [`RuntimeCache`].
 //!
+//! **Toolsets.** In Kubernetes mode a snapshot also carries the published
+//! toolsets ([`Snapshot::select_toolsets`]): each tool records the toolsets
+//! that serve it, decided once per snapshot by
+//! [`catalog::toolset::Toolset::selects`] (the rule the operator's status
+//! follows too), so an endpoint's membership check is a set lookup.
+//!
 //! **Access.** Each upstream's `access` policy is compiled with the
 //! snapshot (a rule that does not compile fails the build, naming
 //! `upstreams.<prefix>.access.rules[i]...`), and [`Snapshot::caller_access`]
 //! decides which tools one caller may see and call.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use catalog::access::{
     AccessPolicy, CompiledAccess, DefaultAccess, Grants, PolicySite, Principal, ToolInfo,
 };
+use catalog::toolset::{Toolset, ToolsetName};
 use catalog::transform::JqProgram;
 use catalog::{Catalog, OutputWrap};
 use jsonschema::Validator;
@@ -70,6 +77,8 @@ pub struct ToolEntry {
     /// Where the name without `{prefix}{separator}` starts: what access
     /// rules match.
     base_start: usize,
+    /// The toolsets that serve this tool.
+    toolsets: HashSet<ToolsetName>,
 }
 
 /// A response validator, or why its schema does not compile.
@@ -99,6 +108,11 @@ fn compile_raw_text(text: &SchemaText) -> Result<Validator<RawJson>, String> {
 }
 
 impl ToolEntry {
+    /// Whether the toolset `name` serves this tool.
+    pub fn in_toolset(&self, name: &ToolsetName) -> bool {
+        self.toolsets.contains(name)
+    }
+
     /// What access rules know of this tool.
     pub fn access_info(&self) -> ToolInfo<'_> {
         ToolInfo {
@@ -243,6 +257,17 @@ pub struct Snapshot {
     prefixes: BTreeMap<String, Vec<usize>>,
     /// Per prefix; absent for upstreams without an `access` policy.
     access: HashMap<String, UpstreamAccess>,
+    toolsets: BTreeMap<ToolsetName, Arc<ServedToolset>>,
+}
+
+/// A toolset as this snapshot serves it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ServedToolset {
+    /// As published: its upstreams' prefixes, filter, mode, pinned tools
+    /// and meta-tool descriptions.
+    pub def: Toolset,
+    /// Tools it serves, before callers' access rules.
+    pub tools: usize,
 }
 
 /// One upstream's policy, as configured and compiled.
@@ -345,6 +370,7 @@ impl Snapshot {
             index: HashMap::new(),
             prefixes: BTreeMap::new(),
             access: HashMap::new(),
+            toolsets: BTreeMap::new(),
         }
     }
 
@@ -447,7 +473,39 @@ impl Snapshot {
             index,
             prefixes,
             access,
+            toolsets: BTreeMap::new(),
         })
+    }
+
+    /// Serves `toolsets` from this snapshot, built from `catalog` and not
+    /// yet installed: records on each tool the toolsets that select it. A
+    /// toolset naming a prefix this snapshot does not serve simply gets no
+    /// tools of it.
+    pub fn select_toolsets(&mut self, catalog: &Catalog, toolsets: Vec<Toolset>) {
+        let mut served = BTreeMap::new();
+        for def in toolsets {
+            let mut tools = 0;
+            for up in catalog
+                .upstreams
+                .iter()
+                .filter(|u| def.upstreams.contains(&u.prefix))
+            {
+                for t in up.tools.iter().filter(|t| def.selects(up, t)) {
+                    let Some(&i) = self.index.get(&t.name) else {
+                        continue;
+                    };
+                    // NB: a snapshot being built holds the only reference
+                    // to its tools; were one shared, that tool would stay
+                    // out of the toolset (closed), never in another's.
+                    if let Some(entry) = Arc::get_mut(&mut self.tools[i]) {
+                        entry.toolsets.insert(def.id.clone());
+                        tools += 1;
+                    }
+                }
+            }
+            served.insert(def.id.clone(), Arc::new(ServedToolset { def, tools }));
+        }
+        self.toolsets = served;
     }
 
     /// A deep copy made of fresh allocations. NB: called after the parsed
@@ -488,6 +546,7 @@ impl Snapshot {
                     error_jq: t.error_jq.clone(),
                     fingerprint: t.fingerprint.clone(),
                     base_start: t.base_start,
+                    toolsets: t.toolsets.clone(),
                 })
             })
             .collect();
@@ -498,8 +557,19 @@ impl Snapshot {
             index: self.index.clone(),
             prefixes: self.prefixes.clone(),
             access: self.access.clone(),
+            toolsets: self.toolsets.clone(),
             tools,
         }
+    }
+
+    /// A served toolset, by name.
+    pub fn toolset(&self, name: &ToolsetName) -> Option<&Arc<ServedToolset>> {
+        self.toolsets.get(name)
+    }
+
+    /// Every served toolset, by name.
+    pub fn toolsets(&self) -> impl Iterator<Item = &Arc<ServedToolset>> {
+        self.toolsets.values()
     }
 
     pub fn tool(&self, name: &str) -> Option<&Arc<ToolEntry>> {
@@ -673,6 +743,7 @@ fn build_tool(
         error_jq: jq(&t.transforms.error, "transforms.error")?,
         fingerprint,
         base_start,
+        toolsets: HashSet::new(),
     })
 }
 

@@ -46,5 +46,7 @@ mod replicas;
 mod rollout;
 /// The session key file: picked up when it appears, rotated with a grace.
 mod session_key;
+/// McpToolsets: the operator, `serve --kube` and a client on a toolset.
+mod toolsets;
 /// jq request, response and error transforms at runtime.
 mod transform;

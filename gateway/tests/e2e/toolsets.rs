@@ -1,0 +1,340 @@
+//! McpToolsets end to end: the in-memory Kubernetes API server, the real
+//! operator, `toolgate serve --kube` (the real binary) and a real MCP
+//! client on `/mcp/toolsets/{namespace}/{name}`, with the demo pet store
+//! behind every upstream — driven only through the Kubernetes API.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crds::{McpToolset, McpUpstream};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use rmcp::model::ProtocolVersion;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
+
+use crate::reload::{serve_with_env, tempdir, Served};
+use crate::support::*;
+
+const SYSTEM: &str = "toolgate-system";
+/// Generous: CI runs every test binary at once on two cores.
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Cluster {
+    /// Kept: dropping it stops the API server.
+    _server: ApiServerHandle,
+    client: kube::Client,
+    operator: CancellationToken,
+    gateway: Served,
+    /// The demo pet store's API, on loopback.
+    api_base: String,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.operator.cancel();
+    }
+}
+
+impl Cluster {
+    async fn start(name: &str) -> Cluster {
+        gateway::upstream::install_crypto_provider();
+        let server = ApiServer::builder()
+            .bookmark_interval(Duration::from_millis(500))
+            .serve()
+            .await
+            .expect("API server");
+        let client = server.client().expect("client");
+        server
+            .prepare(&crds::crds(), &[SYSTEM, "team-a", "team-b"])
+            .await
+            .expect("CRDs and namespaces");
+        let addr = toolgate_tests::serve_loopback(gateway::demo::petstore_app()).await;
+        let stop = CancellationToken::new();
+        let options = operator::Options {
+            publish_namespace: SYSTEM.into(),
+            leader_election: false,
+            identity: "operator-0".into(),
+            health_addr: "127.0.0.1:0".parse().expect("addr"),
+            ..Default::default()
+        };
+        tokio::spawn(operator::run(
+            server.client_as("operator").expect("client"),
+            options,
+            stop.clone(),
+        ));
+        let dir = tempdir(&format!("toolsets-{name}"));
+        std::fs::create_dir_all(dir.join("credentials")).expect("dir");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig_as("gateway")).expect("kubeconfig");
+        let gateway = serve_with_env(
+            &[
+                "--kube",
+                "--kube-namespace",
+                SYSTEM,
+                "--credentials-dir",
+                dir.join("credentials").to_str().expect("utf-8 path"),
+            ],
+            &[
+                ("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path")),
+                ("POD_NAME", "gateway-0"),
+            ],
+        );
+        Cluster {
+            _server: server,
+            client,
+            operator: stop,
+            gateway,
+            api_base: format!("http://{addr}/api"),
+        }
+    }
+
+    async fn apply<K>(&self, ns: &str, doc: Value)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let name = doc["metadata"]["name"].as_str().expect("name").to_string();
+        Api::<K>::namespaced(self.client.clone(), ns)
+            .patch(
+                &name,
+                &PatchParams::apply("kubectl").force(),
+                &Patch::Apply(&doc),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("apply {ns}/{name}: {e}"));
+    }
+
+    /// The demo pet store's document in ConfigMap `petstore-openapi` of
+    /// `ns`, served as upstream `name` with prefix `prefix`.
+    async fn pet_store(&self, ns: &str, name: &str, prefix: &str, labels: Value) {
+        let document = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/examples/openapi/petstore.yaml"
+        ))
+        .expect("the demo document");
+        self.apply::<ConfigMap>(
+            ns,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "petstore-openapi", "namespace": ns},
+                   "data": {"openapi.yaml": document}}),
+        )
+        .await;
+        self.apply::<McpUpstream>(
+            ns,
+            json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpUpstream",
+                   "metadata": {"name": name, "namespace": ns, "labels": labels},
+                   "spec": {"toolPrefix": prefix, "baseUrl": self.api_base,
+                            "openapi": {"configMapRef": {"name": "petstore-openapi", "key": "openapi.yaml"}}}}),
+        )
+        .await;
+    }
+
+    /// Waits until the Ready condition of `K` `ns/name` has `reason`, for
+    /// its current generation.
+    async fn wait_reason<K>(&self, ns: &str, name: &str, reason: &str)
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), ns);
+        let start = Instant::now();
+        loop {
+            let obj = api.get_opt(name).await.ok().flatten();
+            let v = serde_json::to_value(&obj).unwrap_or_default();
+            let current = v["status"]["observedGeneration"] == v["metadata"]["generation"];
+            let ready = v["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Ready"))
+                .cloned()
+                .unwrap_or_default();
+            if current && ready["reason"] == reason {
+                return;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "{ns}/{name} never reached Ready reason {reason}: {ready}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until the gateway's `/status` satisfies `f`.
+    async fn wait_status(&self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let status: Value = match reqwest::get(format!("{}/status", self.gateway.url)).await {
+                Ok(r) => r.json().await.unwrap_or_default(),
+                Err(_) => Value::Null,
+            };
+            if f(&status) {
+                return status;
+            }
+            assert!(start.elapsed() < WAIT, "{what}: /status is {status}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn names(c: &Client) -> BTreeSet<String> {
+    c.list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
+
+/// Waits for the `n`th list_changed (longer than `Recorder::wait_changes`:
+/// this goes through the operator first).
+async fn wait_changes(rec: &Recorder, n: usize) {
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let notified = rec.notify.notified();
+            if rec.changes() >= n {
+                return;
+            }
+            notified.await;
+        }
+    })
+    .await
+    .expect("timed out waiting for tools/list_changed");
+}
+
+fn toolset_status(s: &Value, name: &str) -> Option<Value> {
+    s["toolsets"]
+        .as_array()?
+        .iter()
+        .find(|t| t["namespace"] == "team-a" && t["name"] == name)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_toolset_endpoint_serves_its_upstreams_read_only_tools_and_follows_edits() {
+    let c = Cluster::start("readers").await;
+    // Selected by name, selected by label in another namespace, and a
+    // third upstream the toolset leaves out.
+    c.pet_store("team-a", "pets", "pets", json!({})).await;
+    c.pet_store("team-b", "shop", "shop", json!({"toolset": "readers"}))
+        .await;
+    c.pet_store("team-a", "other", "other", json!({})).await;
+    for (ns, name) in [("team-a", "pets"), ("team-b", "shop"), ("team-a", "other")] {
+        c.wait_reason::<McpUpstream>(ns, name, "Published").await;
+    }
+    c.apply::<McpToolset>(
+        "team-a",
+        json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpToolset",
+               "metadata": {"name": "readers", "namespace": "team-a"},
+               "spec": {"upstreams": [
+                            {"name": "pets"},
+                            {"selector": {"matchLabels": {"toolset": "readers"}}, "namespaces": ["team-b"]}],
+                        "tools": {"readOnly": true}}}),
+    )
+    .await;
+    c.wait_reason::<McpToolset>("team-a", "readers", "Resolved")
+        .await;
+
+    // What the toolset should serve, from the whole catalog on `/mcp`.
+    let root = connect(&format!("{}/mcp", c.gateway.url)).await;
+    let all = root.list_all_tools().await.expect("tools/list");
+    let expected: BTreeSet<String> = all
+        .iter()
+        .filter(|t| t.name.starts_with("pets__") || t.name.starts_with("shop__"))
+        .filter(|t| t.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true))
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(expected.contains("pets__list_pets") && expected.contains("shop__list_pets"));
+    let status = c
+        .wait_status("the toolset served", |s| {
+            toolset_status(s, "readers").is_some_and(|t| t["tools"] == expected.len())
+        })
+        .await;
+    assert_eq!(
+        toolset_status(&status, "readers").expect("listed")["mode"],
+        "all"
+    );
+    // The operator's count is the gateway's.
+    let t: McpToolset = Api::namespaced(c.client.clone(), "team-a")
+        .get("readers")
+        .await
+        .expect("toolset");
+    assert_eq!(
+        t.status.and_then(|s| s.tool_count),
+        Some(expected.len() as u32)
+    );
+
+    let rec = Recorder::new(ProtocolVersion::V_2025_11_25);
+    let url = format!("{}/mcp/toolsets/team-a/readers", c.gateway.url);
+    let client = connect_recording(&url, rec.clone()).await;
+    assert_eq!(names(&client).await, expected);
+
+    // A call reaches the pet store.
+    let r = call(&client, "pets__list_pets", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("\"name\""), "{}", text(&r));
+    // A write tool of a selected upstream, and a tool of an upstream it
+    // does not select, are unknown here, though `/mcp` serves both.
+    for outside in ["pets__create_pet", "other__list_pets"] {
+        let e = try_call(&client, outside, json!({"name": "x"}))
+            .await
+            .expect_err("refused");
+        assert!(e.to_string().contains("unknown tool"), "{outside}: {e}");
+    }
+    let r = call(&root, "other__list_pets", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+
+    // Editing the toolset reaches the session as list_changed.
+    c.apply::<McpToolset>(
+        "team-a",
+        json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpToolset",
+               "metadata": {"name": "readers", "namespace": "team-a"},
+               "spec": {"upstreams": [
+                            {"name": "pets"},
+                            {"selector": {"matchLabels": {"toolset": "readers"}}, "namespaces": ["team-b"]}],
+                        "tools": {"readOnly": true, "include": ["list_*"]}}}),
+    )
+    .await;
+    wait_changes(&rec, 1).await;
+    assert_eq!(
+        names(&client).await,
+        BTreeSet::from(["pets__list_pets".to_string(), "shop__list_pets".to_string()])
+    );
+
+    // An unknown toolset is a 404, after the same checks as `/mcp`.
+    let r = reqwest::Client::new()
+        .post(format!("{}/mcp/toolsets/team-a/nope", c.gateway.url))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(r.status(), 404);
+    let r = reqwest::Client::new()
+        .post(format!("{}/mcp/toolsets/team-a/nope", c.gateway.url))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(r.status(), 403, "the Host check comes first");
+}
+
+async fn connect_recording(url: &str, rec: Recorder) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::ServiceExt;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_string()),
+    );
+    tokio::time::timeout(WAIT, rec.serve(transport))
+        .await
+        .expect("timed out connecting the MCP client")
+        .expect("MCP client connects")
+}

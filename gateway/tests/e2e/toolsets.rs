@@ -338,3 +338,153 @@ async fn connect_recording(url: &str, rec: Recorder) -> Client {
         .expect("timed out connecting the MCP client")
         .expect("MCP client connects")
 }
+
+// ---- in process: what a reload tells a toolset's sessions -------------
+
+fn small_catalog(pong: bool) -> catalog::Catalog {
+    let empty = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    let t = |name: &str, method: &str, read_only: bool| {
+        tool(
+            name,
+            method,
+            "/pets/7",
+            empty.clone(),
+            json!([]),
+            json!({"annotations": {"readOnlyHint": read_only}}),
+        )
+    };
+    let mut other = vec![t("other__ping", "GET", true)];
+    if pong {
+        other.push(t("other__pong", "GET", true));
+    }
+    catalog_of(vec![
+        upstream(
+            "pets",
+            vec![
+                t("pets__get_pet", "GET", true),
+                t("pets__list_pets", "GET", true),
+                t("pets__create_pet", "POST", false),
+            ],
+        ),
+        upstream("other", other),
+    ])
+}
+
+fn toolset(name: &str, upstreams: &[&str], read_only: bool) -> catalog::toolset::Toolset {
+    use catalog::toolset::{ToolFilter, Toolset, ToolsetName};
+    Toolset {
+        upstreams: upstreams.iter().map(|p| p.to_string()).collect(),
+        tools: ToolFilter {
+            read_only,
+            ..ToolFilter::default()
+        },
+        ..Toolset::new(ToolsetName::new("team-a", name))
+    }
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test]
+async fn only_a_toolsets_own_changes_reach_its_sessions_and_access_rules_still_apply() {
+    let up = crate::upstream::TestUpstream::start().await;
+    let config = |pets_rules: Option<&str>| {
+        let access = pets_rules
+            .map(|r| format!("    access:\n      rules: {r}"))
+            .unwrap_or_default();
+        config_for(&up.url, &access)
+    };
+    let gw = start_gateway(&small_catalog(false), config(None)).await;
+    let install = |pong: bool, rules: Option<&str>, toolsets: Vec<catalog::toolset::Toolset>| {
+        gw.store
+            .install_published(
+                small_catalog(pong),
+                config(rules),
+                toolsets,
+                gateway::snapshot::Provenance::default(),
+            )
+            .expect("installs")
+    };
+    let readers = toolset("readers", &["pets"], true);
+    let others = toolset("others", &["other"], false);
+    let d = install(false, None, vec![readers.clone(), others.clone()]);
+    assert_eq!(d.toolsets.len(), 2, "both toolsets are new: {d:?}");
+    let status: Value = reqwest::get(format!("{}/status", gw.url))
+        .await
+        .expect("status")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        status["toolsets"],
+        json!([{"namespace": "team-a", "name": "others", "mode": "all", "tools": 1},
+               {"namespace": "team-a", "name": "readers", "mode": "all", "tools": 2}])
+    );
+
+    let (r_rec, o_rec) = (
+        Recorder::new(ProtocolVersion::V_2025_11_25),
+        Recorder::new(ProtocolVersion::V_2025_11_25),
+    );
+    let base = format!("{}/mcp/toolsets/team-a", gw.url);
+    let r = connect_recording(&format!("{base}/readers"), r_rec.clone()).await;
+    let o = connect_recording(&format!("{base}/others"), o_rec.clone()).await;
+    assert_eq!(names(&r).await, set(&["pets__get_pet", "pets__list_pets"]));
+    assert_eq!(names(&o).await, set(&["other__ping"]));
+
+    // A tool added to `other` concerns `others` only.
+    let d = install(true, None, vec![readers.clone(), others.clone()]);
+    assert_eq!(
+        d.toolsets
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["others"]
+    );
+    wait_changes(&o_rec, 1).await;
+    assert_eq!(names(&o).await, set(&["other__ping", "other__pong"]));
+
+    // An access policy on `pets` applies inside the toolset too: its
+    // sessions are told, and a tool it does not grant is unknown.
+    let d = install(
+        true,
+        Some("[{tools: [get_*]}]"),
+        vec![readers.clone(), others.clone()],
+    );
+    assert_eq!(
+        d.toolsets
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["readers"]
+    );
+    wait_changes(&r_rec, 1).await;
+    assert_eq!(names(&r).await, set(&["pets__get_pet"]));
+    let e = try_call(&r, "pets__list_pets", json!({}))
+        .await
+        .expect_err("not granted");
+    assert!(e.to_string().contains("unknown tool"), "{e}");
+    let ok = call(&r, "pets__get_pet", json!({})).await;
+    assert!(!is_error(&ok), "{}", text(&ok));
+    // Notifications arrive in order on a session: had the `other` change
+    // been sent to `readers`, it would have come before this one.
+    assert_eq!(r_rec.changes(), 1);
+
+    // A toolset that is no longer published: its sessions are told, and
+    // its endpoint is gone (404), as a removed upstream's `/mcp/{prefix}`.
+    install(true, Some("[{tools: [get_*]}]"), vec![others.clone()]);
+    wait_changes(&r_rec, 2).await;
+    let e = r.list_all_tools().await.expect_err("the endpoint is gone");
+    assert!(e.to_string().contains("404"), "{e}");
+    assert_eq!(names(&o).await, set(&["other__ping", "other__pong"]));
+    assert_eq!(o_rec.changes(), 1, "others is unchanged");
+    let res = reqwest::Client::new()
+        .post(format!("{base}/readers"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(res.status(), 404);
+}

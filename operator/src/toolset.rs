@@ -9,9 +9,9 @@
 //! `/mcp` serves. Which of their tools the toolset serves is
 //! [`Toolset::selects`], the rule the gateway follows when it serves the
 //! endpoint, run here on the published catalogs for the status (tool count,
-//! estimated `tools/list` size). Those results are cached per published
-//! upstream version and filter, so a reconcile that changes nothing reads
-//! no catalog.
+//! estimated `tools/list` size). Those results are kept per toolset and
+//! published upstream version, so a reconcile that changes neither the
+//! filter nor an upstream's version reads no catalog.
 //!
 //! What wakes a toolset: its own changes, any change to an upstream it
 //! selects or selected last time (labels, spec, status — an upstream writes
@@ -73,10 +73,14 @@ pub struct Toolsets {
     /// Upstreams (`namespace/name`) each toolset selected last time, so a
     /// change moving an upstream out of a selection still wakes it.
     selected: Mutex<HashMap<ToolsetName, BTreeSet<String>>>,
-    /// What a filter selects in one published upstream version, by
-    /// (the version's content hash, the filter's [`filter_key`]).
-    selections: Mutex<HashMap<(String, String), Arc<Selection>>>,
+    /// Per toolset, what it selected in each published upstream version it
+    /// takes tools from, by the version's content hash, with the
+    /// [`filter_key`] it was computed for. Replaced by every reconcile, so
+    /// it holds only current versions.
+    selections: Mutex<HashMap<ToolsetName, Selections>>,
 }
+
+type Selections = HashMap<String, (String, Arc<Selection>)>;
 
 /// A toolset's tools in one upstream.
 #[derive(Debug, Default)]
@@ -163,6 +167,8 @@ async fn sweep(
                     for id in removed {
                         tracing::info!(toolset = %id, "unpublished");
                     }
+                    lock(&state.selected).retain(|id, _| state.live(id));
+                    lock(&state.selections).retain(|id, _| state.live(id));
                     break;
                 }
                 Err(e) => {
@@ -405,8 +411,15 @@ async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, E
     let mut resolved = Vec::with_capacity(contributing.len());
     let mut size = ListingSize::default();
     let mut pinned_found = BTreeSet::new();
+    let key = filter_key(&toolset);
+    let known = lock(&state.selections).remove(&id).unwrap_or_default();
+    let mut selections = Selections::new();
     for (u, e) in &contributing {
-        let sel = state.selection(&toolset, e).await?;
+        let sel = match known.get(&e.hash) {
+            Some((k, sel)) if *k == key => sel.clone(),
+            _ => state.selection(&toolset, e).await?,
+        };
+        selections.insert(e.hash.clone(), (key.clone(), sel.clone()));
         size = size + sel.size;
         pinned_found.extend(sel.pinned.iter().cloned());
         resolved.push(ResolvedUpstream {
@@ -416,9 +429,7 @@ async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, E
             tools: sel.tools,
         });
     }
-    // Results of versions no longer published are not needed again.
-    let live: HashSet<&str> = index.upstreams.iter().map(|e| e.hash.as_str()).collect();
-    lock(&state.selections).retain(|(hash, _), _| live.contains(hash.as_str()));
+    lock(&state.selections).insert(id.clone(), selections);
 
     let published = PublishedToolset {
         format: PUBLISHED_FORMAT.into(),
@@ -563,16 +574,12 @@ fn why_not_published(u: &McpUpstream) -> String {
 
 impl Toolsets {
     /// What `toolset` selects in the upstream version `entry` publishes,
-    /// read from its chunks unless known.
+    /// read from its chunks.
     async fn selection(
         &self,
         toolset: &Toolset,
         entry: &IndexEntry,
     ) -> Result<Arc<Selection>, Error> {
-        let key = (entry.hash.clone(), filter_key(toolset));
-        if let Some(s) = lock(&self.selections).get(&key) {
-            return Ok(s.clone());
-        }
         let Some(chunks) = self.ctx.publisher.chunks(entry).await? else {
             return Err(Error::Transient(format!(
                 "upstream {} ({}): its published chunks changed while being read",
@@ -603,9 +610,7 @@ impl Toolsets {
         .await
         .map_err(|e| Error::Transient(format!("reading a published catalog: {e}")))?
         .map_err(Error::Transient)?;
-        let selection = Arc::new(selection);
-        lock(&self.selections).insert(key, selection.clone());
-        Ok(selection)
+        Ok(Arc::new(selection))
     }
 }
 

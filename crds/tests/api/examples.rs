@@ -206,7 +206,10 @@ fn the_toolset_example_selects_the_pet_store_and_pins_one_of_its_tools() {
         .map(|tool| tool.name.as_str())
         .collect();
     assert!(served.contains(&"pets__find_pets"), "{served:?}");
-    assert!(!served.contains(&"pets__create_pet"), "read-only: {served:?}");
+    assert!(
+        !served.contains(&"pets__create_pet"),
+        "read-only: {served:?}"
+    );
     for p in &toolset.pinned {
         assert!(served.contains(&p.as_str()), "pinned {p} is served");
     }

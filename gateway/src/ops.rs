@@ -264,8 +264,9 @@ async fn toolset(
         return r;
     }
     let id = catalog::toolset::ToolsetName::new(namespace, name);
-    // The toolset's mode when the endpoint is first asked for: a session
-    // keeps the view it started on.
+    // The toolset's current mode picks the endpoint: after a mode change,
+    // sessions opened on the old one are unknown here (404, signed for
+    // another view) and MCP clients start a new one in the new mode.
     let Some(mode) = state.shared.store.load().toolset(&id).map(|t| t.def.mode) else {
         return (
             StatusCode::NOT_FOUND,

@@ -487,4 +487,78 @@ async fn only_a_toolsets_own_changes_reach_its_sessions_and_access_rules_still_a
         .await
         .expect("answered");
     assert_eq!(res.status(), 404);
+
+    // A new mode is a new endpoint: open sessions are told, and end (their
+    // ids are signed for the old one; MCP clients start a new session on
+    // the 404); a new session gets the new mode.
+    let url = format!("{base}/others");
+    let sid = raw_session(&url).await;
+    assert_eq!(raw_list(&url, &sid).await, 200);
+    let mut searching = others.clone();
+    searching.mode = catalog::listing::ListMode::Search;
+    let d = install(true, Some("[{tools: [get_*]}]"), vec![searching]);
+    assert_eq!(d.toolsets.len(), 1, "{d:?}");
+    wait_changes(&o_rec, 2).await;
+    assert_eq!(raw_list(&url, &sid).await, 404);
+    let fresh = connect(&url).await;
+    fresh.list_all_tools().await.expect("a new session lists");
+    let status: Value = reqwest::get(format!("{}/status", gw.url))
+        .await
+        .expect("status")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(status["toolsets"][0]["mode"], "search");
+}
+
+fn mcp_post(url: &str, session: Option<&str>, body: &'static str) -> reqwest::RequestBuilder {
+    let r = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(body);
+    match session {
+        Some(s) => r.header("mcp-session-id", s),
+        None => r,
+    }
+}
+
+/// A session opened by hand: its id.
+async fn raw_session(url: &str) -> String {
+    let r = mcp_post(url, None, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .expect("initialize answered");
+    assert_eq!(r.status(), 200);
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_string();
+    let r = mcp_post(
+        url,
+        Some(&sid),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .send()
+    .await
+    .expect("initialized answered");
+    assert_eq!(r.status(), 202);
+    sid
+}
+
+/// The HTTP status of a `tools/list` on session `sid`.
+async fn raw_list(url: &str, sid: &str) -> u16 {
+    mcp_post(
+        url,
+        Some(sid),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    )
+    .send()
+    .await
+    .expect("tools/list answered")
+    .status()
+    .as_u16()
 }

@@ -373,21 +373,7 @@ async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, E
     }
     let spec = match Spec::read(&t) {
         Ok(spec) => spec,
-        Err(message) => {
-            let old = t.status.clone().unwrap_or_default();
-            let ready = Cond::fail(
-                types::READY,
-                Reason::InvalidSettings,
-                format!("{message}; the last published version (if any) keeps serving"),
-            );
-            let new = McpToolsetStatus {
-                observed_generation: t.metadata.generation,
-                conditions: status::merge(&old.conditions, &[ready], t.metadata.generation),
-                ..old.clone()
-            };
-            write_status(ctx, &t, &old, &new).await?;
-            return Ok(Action::requeue(RESYNC));
-        }
+        Err(message) => return invalid(ctx, &t, message).await,
     };
     let resolution = resolve(ctx, &spec, &upstreams.state());
     lock(&state.selected).insert(
@@ -408,6 +394,10 @@ async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, E
         .filter_map(|u| by_source.get(u.key().as_str()).map(|e| (u, *e)))
         .collect();
     toolset.upstreams = contributing.iter().map(|(_, e)| e.prefix.clone()).collect();
+    if let Err(e) = toolset.check() {
+        let message = format!("spec.upstreams: {}; narrow the selection", e.message);
+        return invalid(ctx, &t, message).await;
+    }
     let mut resolved = Vec::with_capacity(contributing.len());
     let mut size = ListingSize::default();
     let mut pinned_found = BTreeSet::new();
@@ -463,6 +453,24 @@ async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, E
         upstreams: resolved,
     };
     write_status(ctx, &t, &old, &new).await?;
+    Ok(Action::requeue(RESYNC))
+}
+
+/// Reports a toolset that cannot be published as it is (`message` names
+/// the field), describing what still serves.
+async fn invalid(ctx: &Context, t: &McpToolset, message: String) -> Result<Action, Error> {
+    let old = t.status.clone().unwrap_or_default();
+    let ready = Cond::fail(
+        types::READY,
+        Reason::InvalidSettings,
+        format!("{message}; the last published version (if any) keeps serving"),
+    );
+    let new = McpToolsetStatus {
+        observed_generation: t.metadata.generation,
+        conditions: status::merge(&old.conditions, &[ready], t.metadata.generation),
+        ..old.clone()
+    };
+    write_status(ctx, t, &old, &new).await?;
     Ok(Action::requeue(RESYNC))
 }
 

@@ -239,6 +239,33 @@ async fn filters_that_let_no_tool_through_and_unpublished_upstreams_say_why() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_the_schema_lets_through_but_that_cannot_match_names_its_field() {
+    let w = World::new().await;
+    let op = w.operator("operator", false);
+    two_upstreams(&w).await;
+    w.apply_toolset(
+        NS,
+        "odd",
+        json!({"upstreams": [{"name": "pets"}, {"selector": {"matchExpressions": [
+            {"key": "tier", "operator": "Sometimes"}]}}]}),
+    )
+    .await;
+    let t = wait_toolset(&w, NS, "odd", "False", "InvalidSettings").await;
+    let message = toolset_message(&t);
+    assert!(
+        message.starts_with("spec.upstreams[1].selector: "),
+        "{message}"
+    );
+    // Nothing was published for it.
+    assert!(w
+        .index()
+        .await
+        .toolset(&ToolsetName::new(NS, "odd"))
+        .is_none());
+    op.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_toolset_is_unpublished_even_while_no_operator_runs() {
     let w = World::new().await;
     let op = w.operator("operator", false);

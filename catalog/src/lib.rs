@@ -4,8 +4,9 @@
 //! Pure: no async, no network, no Kubernetes. The operator calls it inside
 //! its reconcile loop and the gateway's CLI calls it for `compile` and
 //! `lint`. Besides the [`Catalog`] it produces, the operator and the
-//! gateway share the upstreams' runtime settings ([`runtime`]) and the
-//! published form ([`publish`]) from this crate.
+//! gateway share the upstreams' runtime settings ([`runtime`]), the
+//! published form ([`publish`]) and the rule deciding which tools a
+//! toolset serves ([`toolset`]) from this crate.
 //!
 //! The pipeline, one module per stage:
 //!
@@ -52,6 +53,7 @@ pub mod runtime;
 pub mod search;
 pub mod spec;
 pub mod synth;
+pub mod toolset;
 pub mod transform;
 mod warning;
 

@@ -13,6 +13,7 @@ use crate::model::{ResponseFormat, Tool};
 
 /// How an MCP endpoint lists its tools.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ListMode {
     /// `tools/list` returns every tool the endpoint serves.
@@ -39,14 +40,33 @@ pub struct SearchSettings {
     pub descriptions: MetaToolDescriptions,
 }
 
-/// Descriptions of the search-mode meta-tools, each at most
-/// [`MAX_DESCRIPTION_BYTES`].
+/// Descriptions of the search-mode meta-tools (of `/mcp` and
+/// `/mcp/{prefix}`, or of a toolset), each at most
+/// [`MAX_DESCRIPTION_BYTES`] and replacing the built-in text when set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct MetaToolDescriptions {
+    /// Description of `search_tools`. Optional; omitted when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(min = 1, max = MAX_DESCRIPTION_BYTES))
+    )]
     pub search_tools: Option<String>,
+    /// Description of `describe_tool`. Optional; omitted when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(min = 1, max = MAX_DESCRIPTION_BYTES))
+    )]
     pub describe_tool: Option<String>,
+    /// Description of `call_tool`. Optional; omitted when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(min = 1, max = MAX_DESCRIPTION_BYTES))
+    )]
     pub call_tool: Option<String>,
 }
 

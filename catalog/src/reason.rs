@@ -30,7 +30,8 @@ macro_rules! reasons {
 
 reasons! {
     // Success reasons: one per condition type.
-    /// `SpecResolved=True`.
+    /// `SpecResolved=True`; on an McpToolset, `Ready=True` (its upstreams
+    /// are resolved and it is published).
     Resolved,
     /// `OverlaysApplied=True`; on an McpOverlay, `Ready=True`.
     Applied,
@@ -99,6 +100,13 @@ reasons! {
     /// An McpOverlay's `upstreamRef`/`upstreamSelector` matches no
     /// McpUpstream.
     NoUpstream,
+    /// No upstream an McpToolset selects serves tools: the selection
+    /// matches no McpUpstream, or none of those it matches holds its prefix
+    /// and is published (the message names each and why).
+    NoUpstreamsMatched,
+    /// An McpToolset's upstreams serve tools, but none passes its `tools`
+    /// filter.
+    NoToolsMatched,
     /// An McpOverlay was applied to none of its upstreams: they have no
     /// OpenAPI document to apply it to (the message names each upstream and
     /// its `SpecResolved` failure).

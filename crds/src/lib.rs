@@ -1,5 +1,6 @@
-//! toolgate's Kubernetes API: the `McpUpstream` and `McpOverlay` custom
-//! resources (group `toolgate.dev`, version `v1alpha1`), the
+//! toolgate's Kubernetes API: the `McpUpstream`, `McpOverlay` and
+//! `McpToolset` custom resources (group `toolgate.dev`, version
+//! `v1alpha1`), the
 //! `McpGatewayReplica` reports the gateway writes for the operator, and
 //! their CRDs.
 //!
@@ -40,6 +41,7 @@ pub mod conditions;
 mod overlay;
 pub mod publish;
 mod replica;
+mod toolset;
 mod upstream;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -54,6 +56,10 @@ pub use overlay::{
     MAX_STATUS_UNMATCHED,
 };
 pub use replica::{McpGatewayReplica, McpGatewayReplicaSpec};
+pub use toolset::{
+    McpToolset, McpToolsetSpec, McpToolsetStatus, ResolvedUpstream, UpstreamSelection,
+    MAX_SELECTOR_NAMESPACES, MAX_STATUS_UPSTREAMS, MAX_UPSTREAM_SELECTIONS, NAMESPACE_PATTERN,
+};
 pub use upstream::{
     AuthSecretRef, AuthSpec, AuthType, HttpSpec, ListingSize, McpUpstream, McpUpstreamSpec,
     McpUpstreamStatus, OpenApiSource, RejectedOperation, ResponseFailure, Scheme, ServiceRef,
@@ -77,12 +83,14 @@ pub const CRD_REGENERATE_COMMAND: &str =
     "cargo run -q -p crds --bin crdgen > crds/toolgate.dev.yaml \
      && cp crds/toolgate.dev.yaml charts/toolgate/crds/toolgate.dev.yaml";
 
-/// Every CRD: McpUpstream first, then McpOverlay, then McpGatewayReplica.
+/// Every CRD: McpUpstream first, then McpOverlay, McpGatewayReplica and
+/// McpToolset.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
         McpUpstream::crd(),
         McpOverlay::crd(),
         McpGatewayReplica::crd(),
+        McpToolset::crd(),
     ]
 }
 

@@ -6,7 +6,9 @@
 //!   (JSON), naming every upstream's chunks.
 //! - One ConfigMap per chunk, named by [`chunk_name`] (content-addressed, so
 //!   a chunk is never rewritten: a new version is new objects), the gzip
-//!   bytes in `binaryData` under [`CHUNK_KEY`].
+//!   bytes in `binaryData` under [`CHUNK_KEY`]. Toolsets' chunks are named
+//!   by [`toolset_chunk_name`] and labelled like upstreams' chunks, without
+//!   a prefix.
 //! - Secret [`CREDENTIALS_SECRET`]: the credentials the published upstreams
 //!   reference, under keys made by [`credentials_key`].
 //!
@@ -61,6 +63,15 @@ pub fn chunk_name(prefix: &str, sha256: &str) -> String {
     format!("toolgate-chunk-{}-{short}", prefix.replace('_', "-"))
 }
 
+/// Name of the chunk ConfigMap holding toolset bytes with this sha256
+/// (hex). Toolset names are up to 253 characters, too long to fit a chunk
+/// name beside their namespace, so the content alone names it; the chunk's
+/// `toolgate.dev/source` annotation says whose it is.
+pub fn toolset_chunk_name(sha256: &str) -> String {
+    let short = sha256.get(..20).unwrap_or(sha256);
+    format!("toolgate-toolset-{short}")
+}
+
 /// Key in [`CREDENTIALS_SECRET`] for one key of an upstream's Secret.
 /// Namespaces and Secret names never contain `_` and Secret keys are
 /// `[-._a-zA-Z0-9]+`, so the first two `__` are the separators and the
@@ -88,5 +99,9 @@ mod tests {
         let n = chunk_name("git_hub", &"ab".repeat(32));
         assert_eq!(n, "toolgate-chunk-git-hub-abababababababababab");
         assert!(n.len() <= 253);
+        assert_eq!(
+            toolset_chunk_name(&"cd".repeat(32)),
+            "toolgate-toolset-cdcdcdcdcdcdcdcdcdcd"
+        );
     }
 }

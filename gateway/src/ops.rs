@@ -1,6 +1,6 @@
-//! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`, `/healthz`,
-//! `/readyz`, `/status`, `/.well-known/oauth-protected-resource`) and
-//! graceful shutdown.
+//! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`,
+//! `/mcp/toolsets/{namespace}/{name}`, `/healthz`, `/readyz`, `/status`,
+//! `/.well-known/oauth-protected-resource`) and graceful shutdown.
 //!
 //! `?mode=all` or `?mode=search` on an MCP endpoint chooses how it lists
 //! its tools ([`catalog::listing::ListMode`]); without it, the gateway
@@ -187,6 +187,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/mcp", any(root))
         .route("/mcp/{prefix}", any(scoped))
+        .route("/mcp/toolsets/{namespace}/{name}", any(toolset))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
@@ -320,6 +321,43 @@ async fn scoped(
     crate::intake::serve(&ep, req).await
 }
 
+async fn toolset(
+    State(state): State<AppState>,
+    Path((namespace, name)): Path<(String, String)>,
+    mut req: Request,
+) -> Response {
+    // NB: before the lookup, as for `/mcp/{prefix}`: nobody unadmitted can
+    // probe which toolsets exist.
+    if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
+        return r;
+    }
+    if let Err(r) = state.inbound.admit(&mut req).await {
+        return r;
+    }
+    let id = catalog::toolset::ToolsetName::new(namespace, name);
+    // The toolset's current mode picks the endpoint: after a mode change,
+    // sessions opened on the old one are unknown here (404, signed for
+    // another view) and MCP clients start a new one in the new mode.
+    let Some(mode) = state.shared.store.load().toolset(&id).map(|t| t.def.mode) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"error": format!("no toolset '{id}'")})),
+        )
+            .into_response();
+    };
+    let view = View::toolset(id, mode);
+    let ep = state.scoped.get_or_create(&view, || {
+        mcp_service(
+            state.shared.clone(),
+            view.clone(),
+            state.mcp_config.clone(),
+            &state.session_key,
+            &state.sessions,
+        )
+    });
+    crate::intake::serve(&ep, req).await
+}
+
 async fn healthz() -> &'static str {
     "ok"
 }
@@ -351,8 +389,9 @@ async fn readyz(State(state): State<AppState>, req: Request) -> Response {
 
 /// What is served: the catalog hash (in Kubernetes mode the published
 /// index's), tools, upstreams (with the responses each returned under
-/// `warn` although they did not match their schema) and when it loaded.
-/// Names no secrets, but names every prefix: held to the MCP endpoints'
+/// `warn` although they did not match their schema), toolsets and when it
+/// loaded. Names no secrets, but names every prefix and toolset: held to
+/// the MCP endpoints'
 /// Host and Origin rules, so a DNS-rebinding page cannot read it, and to
 /// their authentication.
 async fn status(State(state): State<AppState>, mut req: Request) -> Response {
@@ -366,6 +405,14 @@ async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     let mut body = serde_json::to_value(&*snap.provenance).unwrap_or_default();
     if let Some(o) = body.as_object_mut() {
         o.insert("ready".into(), snap.loaded.into());
+        let toolsets: Vec<_> = snap
+            .toolsets()
+            .map(|t| {
+                json!({"namespace": t.def.id.namespace, "name": t.def.id.name,
+                       "mode": t.def.mode, "tools": t.tools})
+            })
+            .collect();
+        o.insert("toolsets".into(), toolsets.into());
     }
     // Counted per runtime (kept while the upstream's settings are), so
     // not part of the snapshot's provenance.

@@ -108,6 +108,17 @@ impl ListingVersion {
         ListingVersion(v)
     }
 
+    /// This version with `what` else the listing depends on mixed in (a
+    /// toolset's definition: its filter decides what it lists without
+    /// changing any tool).
+    pub fn mixed_with(self, what: &[u8]) -> ListingVersion {
+        let mut h = Sha256::new();
+        h.update(b"toolgate listing part\0");
+        h.update(self.0);
+        h.update(what);
+        ListingVersion::from_digest(h)
+    }
+
     /// This version as one caller class sees it: upstreams without an
     /// access policy are listed or not by the gateway's default access,
     /// a setting of the process rather than of the catalog.

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
+use catalog::toolset::{Toolset, ToolsetName};
 use catalog::Catalog;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -41,6 +42,10 @@ pub struct ToolDiff {
     pub access: Vec<String>,
     /// Prefixes of every added, removed or modified tool, and of `access`.
     pub prefixes: BTreeSet<String>,
+    /// Toolsets whose sessions see a change: added, removed or redefined,
+    /// gaining or losing a tool, or serving a tool that changed or whose
+    /// upstream's access policy did.
+    pub toolsets: BTreeSet<ToolsetName>,
 }
 
 impl ToolDiff {
@@ -49,6 +54,7 @@ impl ToolDiff {
             && self.removed.is_empty()
             && self.modified.is_empty()
             && self.access.is_empty()
+            && self.toolsets.is_empty()
     }
 
     /// Whether a session seeing `scope` (`None`: all tools) sees a change.
@@ -89,7 +95,34 @@ pub fn diff(old: &Snapshot, new: &Snapshot) -> ToolDiff {
             d.prefixes.insert(t.prefix.clone());
         }
     }
+    d.toolsets = toolsets_changed(old, new, &d);
     d
+}
+
+/// The toolsets whose sessions see a change between `old` and `new`,
+/// given the tool-level diff `d`.
+fn toolsets_changed(old: &Snapshot, new: &Snapshot, d: &ToolDiff) -> BTreeSet<ToolsetName> {
+    let names: BTreeSet<&ToolsetName> = old
+        .toolsets()
+        .chain(new.toolsets())
+        .map(|t| &t.def.id)
+        .collect();
+    names
+        .into_iter()
+        .filter(|name| {
+            let (before, after) = (old.toolset(name), new.toolset(name));
+            if before.map(|t| &t.def) != after.map(|t| &t.def) {
+                return true;
+            }
+            let in_new = |tool: &String| new.tool(tool).is_some_and(|t| t.in_toolset(name));
+            let in_old = |tool: &String| old.tool(tool).is_some_and(|t| t.in_toolset(name));
+            d.added.iter().any(in_new)
+                || d.removed.iter().any(in_old)
+                || d.modified.iter().any(|t| in_new(t) || in_old(t))
+                || after.is_some_and(|t| d.access.iter().any(|p| t.def.upstreams.contains(p)))
+        })
+        .cloned()
+        .collect()
 }
 
 /// The served snapshot plus what is needed to build the next one.
@@ -182,9 +215,23 @@ impl CatalogStore {
         config: GatewayConfig,
         provenance: Provenance,
     ) -> Result<Arc<ToolDiff>, SnapshotError> {
+        self.install_published(catalog, config, Vec::new(), provenance)
+    }
+
+    /// [`CatalogStore::install_with_config`] with the toolsets to serve from
+    /// the catalog, as Kubernetes mode publishes them: upstreams and
+    /// toolsets change in one swap.
+    pub fn install_published(
+        &self,
+        catalog: Catalog,
+        config: GatewayConfig,
+        toolsets: Vec<Toolset>,
+        provenance: Provenance,
+    ) -> Result<Arc<ToolDiff>, SnapshotError> {
         let mut guard = self.build.lock().unwrap_or_else(|p| p.into_inner());
         let b = &mut *guard;
-        let built = Snapshot::build(&catalog, &config, &self.overrides, &mut b.cache)?;
+        let mut built = Snapshot::build(&catalog, &config, &self.overrides, &mut b.cache)?;
+        built.select_toolsets(&catalog, toolsets);
         b.config = config;
         drop(catalog);
         let mut next = built.compacted();
@@ -209,6 +256,7 @@ impl CatalogStore {
                 removed = d.removed.len(),
                 modified = d.modified.len(),
                 access_changed = ?d.access,
+                toolsets_changed = d.toolsets.len(),
                 added_tools = ?first(&d.added),
                 removed_tools = ?first(&d.removed),
                 modified_tools = ?first(&d.modified),

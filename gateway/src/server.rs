@@ -2,7 +2,8 @@
 //! snapshot, mounted with rmcp's Streamable HTTP service.
 //!
 //! - `/mcp` serves every tool; `/mcp/{prefix}` serves one upstream's tools
-//!   and treats every other tool as unknown.
+//!   and `/mcp/toolsets/{namespace}/{name}` a toolset's, and each treats
+//!   every other tool as unknown.
 //! - `tools/list` pages through the snapshot, each page bounded by a
 //!   tool count and a byte budget, with opaque cursors tied to the
 //!   version of what the endpoint lists ([`crate::pages`]).
@@ -45,6 +46,7 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
 
 use catalog::listing::{ListMode, SearchSettings};
+use catalog::toolset::ToolsetName;
 
 use crate::inbound::Caller;
 use crate::intake::McpEndpoint;
@@ -76,6 +78,8 @@ pub enum Scope {
     All,
     /// One upstream's tools: `/mcp/{prefix}`.
     Prefix(Arc<str>),
+    /// The tools a toolset selects: `/mcp/toolsets/{namespace}/{name}`.
+    Toolset(Arc<ToolsetName>),
 }
 
 /// What one MCP endpoint serves and how it lists it. Each view has its
@@ -107,18 +111,27 @@ impl View {
         View { mode, ..self }
     }
 
+    /// A toolset's tools, listed as the toolset's `mode` says.
+    pub fn toolset(name: ToolsetName, mode: ListMode) -> View {
+        View {
+            scope: Scope::Toolset(Arc::new(name)),
+            mode,
+        }
+    }
+
     /// Whether the tool belongs to this endpoint (before access rules).
     pub fn serves(&self, tool: &ToolEntry) -> bool {
         match &self.scope {
             Scope::All => true,
             Scope::Prefix(p) => **p == *tool.prefix,
+            Scope::Toolset(t) => tool.in_toolset(t),
         }
     }
 
     /// The prefix whose tools this view serves, if it is one upstream's.
     fn prefix_scope(&self) -> Option<&str> {
         match &self.scope {
-            Scope::All => None,
+            Scope::All | Scope::Toolset(_) => None,
             Scope::Prefix(p) => Some(p),
         }
     }
@@ -126,21 +139,29 @@ impl View {
     /// What a listing cursor is bound to, so that a cursor of one
     /// endpoint cannot page another.
     pub fn endpoint_key(&self) -> EndpointKey {
-        EndpointKey::of_scope(self.prefix_scope())
+        match &self.scope {
+            Scope::Toolset(t) => EndpointKey::named(&format!("mcp/toolsets/{t}")),
+            _ => EndpointKey::of_scope(self.prefix_scope()),
+        }
     }
 
     /// Whether a session on this view sees a change in `diff`.
     pub fn affected_by(&self, diff: &ToolDiff) -> bool {
-        diff.affects(self.prefix_scope())
+        match &self.scope {
+            Scope::Toolset(t) => diff.toolsets.contains(&**t),
+            _ => diff.affects(self.prefix_scope()),
+        }
     }
 
     /// What session ids are signed for: `None` for `/mcp` (so its ids
     /// keep their form), else a text no other view has. Prefixes hold no
-    /// `?`, so the suffix cannot collide with another prefix.
+    /// `?`, so the suffix cannot collide with another prefix; nor `/`, so
+    /// a toolset's `toolsets/{namespace}/{name}` is no prefix's.
     pub fn session_scope(&self) -> Option<Arc<str>> {
         let base = match &self.scope {
             Scope::All => None,
             Scope::Prefix(p) => Some(p.to_string()),
+            Scope::Toolset(t) => Some(format!("toolsets/{t}")),
         };
         match (base, self.mode) {
             (None, ListMode::All) => None,
@@ -149,6 +170,16 @@ impl View {
         }
     }
 }
+
+/// Search mode with no pinned tools and the built-in descriptions.
+static NO_SEARCH: SearchSettings = SearchSettings {
+    pinned: Vec::new(),
+    descriptions: catalog::listing::MetaToolDescriptions {
+        search_tools: None,
+        describe_tool: None,
+        call_tool: None,
+    },
+};
 
 /// State shared by every session and endpoint.
 pub struct Shared {
@@ -199,15 +230,7 @@ impl Shared {
 
     /// The search mode of `/mcp` and `/mcp/{prefix}`.
     pub fn search(&self) -> &SearchSettings {
-        static NONE: SearchSettings = SearchSettings {
-            pinned: Vec::new(),
-            descriptions: catalog::listing::MetaToolDescriptions {
-                search_tools: None,
-                describe_tool: None,
-                call_tool: None,
-            },
-        };
-        self.search.get().unwrap_or(&NONE)
+        self.search.get().unwrap_or(&NO_SEARCH)
     }
 
     /// Logs each pinned tool of `/mcp` that the snapshot does not have:
@@ -319,7 +342,9 @@ impl Shared {
     fn notify_all(&self) {
         let mut d = ToolDiff::default();
         d.modified.push(String::new());
-        d.prefixes = self.store.load().prefixes().map(str::to_string).collect();
+        let snapshot = self.store.load();
+        d.prefixes = snapshot.prefixes().map(str::to_string).collect();
+        d.toolsets = snapshot.toolsets().map(|t| t.def.id.clone()).collect();
         self.notify(&d);
     }
 }
@@ -353,8 +378,10 @@ impl McpHandler {
         &'a self,
         snapshot: &'a crate::snapshot::Snapshot,
     ) -> &'a SearchSettings {
-        let _ = snapshot;
-        self.shared.search()
+        match &self.view.scope {
+            Scope::Toolset(t) => snapshot.toolset(t).map_or(&NO_SEARCH, |s| &s.search),
+            _ => self.shared.search(),
+        }
     }
 
     /// Search mode's `tools/list`: the meta-tools, then the pinned tools
@@ -490,13 +517,16 @@ pub(crate) async fn with_request_caller<F: Future>(
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        let instructions = match self.view.prefix_scope() {
-            None => {
+        let instructions = match &self.view.scope {
+            Scope::All => {
                 "Tools generated from the OpenAPI descriptions of the upstream APIs.".to_string()
             }
-            Some(p) => {
+            Scope::Prefix(p) => {
                 format!("Tools of the upstream API '{p}', generated from its OpenAPI description.")
             }
+            Scope::Toolset(t) => format!(
+                "Tools of the toolset '{t}', chosen from upstream APIs and generated from their OpenAPI descriptions."
+            ),
         };
         let instructions = match self.view.mode {
             ListMode::All => instructions,
@@ -533,9 +563,17 @@ impl ServerHandler for McpHandler {
         let mut access = snapshot.caller_access(principal, self.shared.default_access);
         let scope = self.view.prefix_scope();
         let endpoint = self.view.endpoint_key();
-        let version = snapshot
+        let mut version = snapshot
             .listing_version(scope)
             .with_default_access(self.shared.default_access);
+        if let Scope::Toolset(t) = &self.view.scope {
+            // NB: a toolset's filter decides what it lists without
+            // changing any tool: an edit to it must stale its cursors.
+            let def = snapshot
+                .toolset(t)
+                .map(|s| serde_json::to_vec(&s.def).unwrap_or_default());
+            version = version.mixed_with(def.as_deref().unwrap_or_default());
+        }
         let start = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(c) => PageCursor::decode(&c)

@@ -25,6 +25,11 @@
 //! ([`catalog::search::SearchIndex`]), built with it: once per catalog
 //! version, not per request, and over the same tools in the same order,
 //! so a hit's position is the tool's position here ([`Snapshot::tool_at`]).
+//! **Toolsets.** In Kubernetes mode a snapshot also carries the published
+//! toolsets ([`Snapshot::select_toolsets`]): each tool records the toolsets
+//! that serve it, decided once per snapshot by
+//! [`catalog::toolset::Toolset::selects`] (the rule the operator's status
+//! follows too), so an endpoint's membership check is a set lookup.
 //!
 //! **Access.** Each upstream's `access` policy is compiled with the
 //! snapshot (a rule that does not compile fails the build, naming
@@ -32,13 +37,14 @@
 //! decides which tools one caller may see and call.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
 use catalog::access::{
     AccessPolicy, CompiledAccess, DefaultAccess, Grants, PolicySite, Principal, ToolInfo,
 };
 use catalog::search::SearchIndex;
+use catalog::toolset::{Toolset, ToolsetName};
 use catalog::transform::JqProgram;
 use catalog::{Catalog, OutputWrap};
 use jsonschema::Validator;
@@ -82,6 +88,8 @@ pub struct ToolEntry {
     base_start: usize,
     /// JSON bytes of the tool in a `tools/list` result.
     listed_bytes: usize,
+    /// The toolsets that serve this tool.
+    toolsets: HashSet<ToolsetName>,
 }
 
 /// A response validator, or why its schema does not compile.
@@ -111,6 +119,11 @@ fn compile_raw_text(text: &SchemaText) -> Result<Validator<RawJson>, String> {
 }
 
 impl ToolEntry {
+    /// Whether the toolset `name` serves this tool.
+    pub fn in_toolset(&self, name: &ToolsetName) -> bool {
+        self.toolsets.contains(name)
+    }
+
     /// What access rules know of this tool.
     pub fn access_info(&self) -> ToolInfo<'_> {
         ToolInfo {
@@ -274,6 +287,19 @@ pub struct Snapshot {
     listing: ListingVersions,
     /// Over `tools`, in their order.
     search: Arc<SearchIndex>,
+    toolsets: BTreeMap<ToolsetName, Arc<ServedToolset>>,
+}
+
+/// A toolset as this snapshot serves it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ServedToolset {
+    /// As published: its upstreams' prefixes, filter, mode, pinned tools
+    /// and meta-tool descriptions.
+    pub def: Toolset,
+    /// Tools it serves, before callers' access rules.
+    pub tools: usize,
+    /// What its endpoint presents in search mode (from `def`).
+    pub search: catalog::listing::SearchSettings,
 }
 
 /// What each endpoint lists, as versions that `tools/list` cursors carry
@@ -419,6 +445,7 @@ impl Snapshot {
             access: HashMap::new(),
             listing: ListingVersions::default(),
             search: Arc::new(SearchIndex::build(&Catalog::new(Vec::new()))),
+            toolsets: BTreeMap::new(),
         }
     }
 
@@ -542,7 +569,46 @@ impl Snapshot {
             access,
             listing,
             search: Arc::new(search),
+            toolsets: BTreeMap::new(),
         })
+    }
+
+    /// Serves `toolsets` from this snapshot, built from `catalog` and not
+    /// yet installed: records on each tool the toolsets that select it. A
+    /// toolset naming a prefix this snapshot does not serve simply gets no
+    /// tools of it.
+    pub fn select_toolsets(&mut self, catalog: &Catalog, toolsets: Vec<Toolset>) {
+        let mut served = BTreeMap::new();
+        for def in toolsets {
+            let mut tools = 0;
+            for up in catalog
+                .upstreams
+                .iter()
+                .filter(|u| def.upstreams.contains(&u.prefix))
+            {
+                for t in up.tools.iter().filter(|t| def.selects(up, t)) {
+                    let Some(&i) = self.index.get(&t.name) else {
+                        continue;
+                    };
+                    // NB: a snapshot being built holds the only reference
+                    // to its tools; were one shared, that tool would stay
+                    // out of the toolset (closed), never in another's.
+                    if let Some(entry) = Arc::get_mut(&mut self.tools[i]) {
+                        entry.toolsets.insert(def.id.clone());
+                        tools += 1;
+                    }
+                }
+            }
+            let search = catalog::listing::SearchSettings {
+                pinned: def.pinned.clone(),
+                descriptions: def.descriptions.clone(),
+            };
+            served.insert(
+                def.id.clone(),
+                Arc::new(ServedToolset { def, tools, search }),
+            );
+        }
+        self.toolsets = served;
     }
 
     /// A deep copy made of fresh allocations. NB: called after the parsed
@@ -585,6 +651,7 @@ impl Snapshot {
                     fingerprint: t.fingerprint.clone(),
                     base_start: t.base_start,
                     listed_bytes: t.listed_bytes,
+                    toolsets: t.toolsets.clone(),
                 })
             })
             .collect();
@@ -597,8 +664,19 @@ impl Snapshot {
             access: self.access.clone(),
             listing: self.listing.clone(),
             search: self.search.clone(),
+            toolsets: self.toolsets.clone(),
             tools,
         }
+    }
+
+    /// A served toolset, by name.
+    pub fn toolset(&self, name: &ToolsetName) -> Option<&Arc<ServedToolset>> {
+        self.toolsets.get(name)
+    }
+
+    /// Every served toolset, by name.
+    pub fn toolsets(&self) -> impl Iterator<Item = &Arc<ServedToolset>> {
+        self.toolsets.values()
     }
 
     pub fn tool(&self, name: &str) -> Option<&Arc<ToolEntry>> {
@@ -841,6 +919,7 @@ fn build_tool(
         fingerprint,
         base_start,
         listed_bytes,
+        toolsets: HashSet::new(),
     })
 }
 

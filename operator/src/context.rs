@@ -68,6 +68,16 @@ pub struct OverlayOutcome {
     pub unmatched: Vec<(u32, String)>,
 }
 
+/// A change to the McpUpstream cache, as the upstream controller's watch
+/// sees it; the toolset controller wakes the toolsets it concerns.
+#[derive(Debug, Clone)]
+pub enum UpstreamChange {
+    /// An upstream was created, changed (spec, labels or status) or deleted.
+    Touched(ObjectRef<McpUpstream>),
+    /// The cache was relisted: changes in between were not seen one by one.
+    Relisted,
+}
+
 /// Whether an overlay applied to an upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
@@ -102,6 +112,9 @@ pub struct Context {
     pub upstream_trigger_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<McpUpstream>>>>,
     /// What the gateway replicas serve.
     pub gateways: Gateways,
+    /// Changes to the McpUpstream cache, for the toolset controller.
+    pub upstream_changes: mpsc::UnboundedSender<UpstreamChange>,
+    pub upstream_changes_rx: Mutex<Option<mpsc::UnboundedReceiver<UpstreamChange>>>,
 }
 
 impl Context {
@@ -117,6 +130,7 @@ impl Context {
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let (utx, urx) = mpsc::unbounded_channel();
+        let (ctx_changes, crx) = mpsc::unbounded_channel();
         Arc::new(Context {
             recorder: Recorder::new(client.clone(), reporter),
             publisher: Publisher::new(client.clone(), &options.publish_namespace),
@@ -136,6 +150,8 @@ impl Context {
             overlay_trigger_rx: Mutex::new(Some(rx)),
             upstream_trigger: utx,
             upstream_trigger_rx: Mutex::new(Some(urx)),
+            upstream_changes: ctx_changes,
+            upstream_changes_rx: Mutex::new(Some(crx)),
             gateways,
             metrics,
             options,

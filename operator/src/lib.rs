@@ -1,5 +1,5 @@
-//! toolgate's operator: McpUpstream and McpOverlay resources in, a published
-//! catalog and honest status conditions out.
+//! toolgate's operator: McpUpstream, McpOverlay and McpToolset resources
+//! in, a published catalog and honest status conditions out.
 //!
 //! One stage per module, data flowing one way:
 //!
@@ -15,6 +15,8 @@
 //!   chunks) and the credentials Secret in the operator's namespace.
 //! - [`overlay`]: the McpOverlay controller, reporting what the upstream
 //!   controller found for each overlay.
+//! - [`toolset`]: the McpToolset controller: resolves each toolset's
+//!   upstreams, publishes it beside the catalog, reports its size.
 //! - [`leader`]: a `coordination.k8s.io` Lease; only the holder runs the
 //!   controllers, so two replicas never both write.
 //! - [`status`]: conditions with stable transition times, so an unchanged
@@ -40,6 +42,7 @@ pub mod settings;
 pub mod sources;
 pub mod status;
 pub mod sync;
+pub mod toolset;
 pub mod uninstall;
 pub mod upstream;
 
@@ -159,5 +162,9 @@ async fn controllers(
     if let Err(e) = ctx.publisher.ensure_index().await {
         tracing::warn!(error = %e, "creating the empty index");
     }
-    upstream::run(ctx, stop).await
+    let (upstreams, toolsets) = tokio::join!(
+        upstream::run(ctx.clone(), stop.clone()),
+        toolset::run(ctx, stop)
+    );
+    upstreams.and(toolsets)
 }

@@ -1,5 +1,5 @@
-//! `toolgate-operator`: reconciles McpUpstream and McpOverlay resources into
-//! the catalog the toolgate gateway serves.
+//! `toolgate-operator`: reconciles McpUpstream, McpOverlay and McpToolset
+//! resources into the catalog the toolgate gateway serves.
 
 use std::net::SocketAddr;
 
@@ -52,7 +52,8 @@ struct UninstallArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 struct RunArgs {
-    /// Watch McpUpstreams and McpOverlays in this namespace only (default: all).
+    /// Watch McpUpstreams, McpOverlays and McpToolsets in this namespace
+    /// only (default: all).
     #[arg(long, env = "WATCH_NAMESPACE")]
     namespace: Option<String>,
     /// Read and watch the Secrets that upstreams name only in these

@@ -1,6 +1,7 @@
 //! Publishing: the catalog ConfigMaps and the credentials Secret in the
 //! operator's namespace (names and labels in `crds::publish`, content in
-//! `catalog::publish`).
+//! `catalog::publish`). Upstreams and toolsets share the index and the
+//! chunk format.
 //!
 //! Order makes every intermediate state safe for a reader: chunks are
 //! created first (content-addressed, never rewritten), then the index names
@@ -16,7 +17,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use catalog::publish::{ChunkRef, Encoded, Index, IndexEntry};
+use catalog::publish::{ChunkRef, Encoded, Index, IndexEntry, ToolsetEntry};
+use catalog::toolset::ToolsetName;
 use crds::publish as names;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -44,12 +46,12 @@ pub struct Meta {
     pub tool_count: usize,
 }
 
-/// What [`Publisher::publish`] did.
+/// What [`Publisher::publish`] (or [`Publisher::publish_toolset`]) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct Outcome<E = IndexEntry> {
     /// False when the index already had exactly this version.
     pub changed: bool,
-    pub entry: IndexEntry,
+    pub entry: E,
 }
 
 fn labels(component: &str, prefix: Option<&str>) -> BTreeMap<String, String> {
@@ -206,7 +208,8 @@ impl Publisher {
             });
         }
         for (chunk, r) in encoded.chunks.iter().zip(&entry.chunks) {
-            self.put_chunk(&prefix, &upstream.source, r, chunk).await?;
+            self.put_chunk(Some(&prefix), &upstream.source, r, chunk)
+                .await?;
         }
         let new_entry = entry.clone();
         let index = self
@@ -242,9 +245,105 @@ impl Publisher {
         Ok(removed)
     }
 
+    /// The whole index as published (empty before the first publish).
+    pub async fn index(&self) -> Result<Index, kube::Error> {
+        Ok(self.read_index().await?.0)
+    }
+
+    /// The chunks an upstream's entry names, in order; `None` when one is
+    /// gone (a newer version replaced it meanwhile: read the index again).
+    pub async fn chunks(&self, entry: &IndexEntry) -> Result<Option<Vec<Vec<u8>>>, kube::Error> {
+        let mut out = Vec::with_capacity(entry.chunks.len());
+        for r in &entry.chunks {
+            let Some(cm) = self.configmaps.get_opt(&r.name).await? else {
+                return Ok(None);
+            };
+            let Some(bytes) = cm.binary_data.and_then(|mut d| d.remove(names::CHUNK_KEY)) else {
+                return Ok(None);
+            };
+            out.push(bytes.0);
+        }
+        Ok(Some(out))
+    }
+
+    /// Publishes one toolset: chunks, then the index entry, then garbage.
+    /// Entries of toolsets that are not `live` (deleted, or its own when it
+    /// was deleted while this ran) are dropped in the same write.
+    pub async fn publish_toolset(
+        &self,
+        id: &ToolsetName,
+        encoded: &Encoded,
+        live: impl Fn(&ToolsetName) -> bool,
+    ) -> Result<Outcome<ToolsetEntry>, kube::Error> {
+        let _guard = self.lock.lock().await;
+        let entry = ToolsetEntry {
+            id: id.clone(),
+            hash: encoded.hash.clone(),
+            chunks: encoded
+                .chunks
+                .iter()
+                .zip(&encoded.chunk_hashes)
+                .map(|(c, h)| ChunkRef {
+                    name: names::toolset_chunk_name(h),
+                    sha256: h.clone(),
+                    size: c.len(),
+                })
+                .collect(),
+        };
+        let (index, _) = self.read_index().await?;
+        if index.toolset(id) == Some(&entry) && index.toolsets.iter().all(|e| live(&e.id)) {
+            return Ok(Outcome {
+                changed: false,
+                entry,
+            });
+        }
+        let source = id.to_string();
+        for (chunk, r) in encoded.chunks.iter().zip(&entry.chunks) {
+            self.put_chunk(None, &source, r, chunk).await?;
+        }
+        let new_entry = entry.clone();
+        let index = self
+            .update_index(|index| {
+                index.upsert_toolset(new_entry.clone());
+                index.toolsets.retain(|e| live(&e.id));
+                true
+            })
+            .await?;
+        self.collect_garbage(&index).await?;
+        Ok(Outcome {
+            changed: true,
+            entry,
+        })
+    }
+
+    /// Removes the entries of toolsets that are not `live`; returns them.
+    pub async fn retain_toolsets(
+        &self,
+        live: impl Fn(&ToolsetName) -> bool,
+    ) -> Result<Vec<ToolsetName>, kube::Error> {
+        let _guard = self.lock.lock().await;
+        let mut removed = Vec::new();
+        let index = self
+            .update_index(|index| {
+                removed = index
+                    .toolsets
+                    .iter()
+                    .filter(|e| !live(&e.id))
+                    .map(|e| e.id.clone())
+                    .collect();
+                index.toolsets.retain(|e| live(&e.id));
+                !removed.is_empty()
+            })
+            .await?;
+        if !removed.is_empty() {
+            self.collect_garbage(&index).await?;
+        }
+        Ok(removed)
+    }
+
     async fn put_chunk(
         &self,
-        prefix: &str,
+        prefix: Option<&str>,
         source: &str,
         r: &ChunkRef,
         bytes: &[u8],
@@ -257,7 +356,7 @@ impl Publisher {
             metadata: ObjectMeta {
                 name: Some(r.name.clone()),
                 namespace: Some(self.namespace.clone()),
-                labels: Some(labels(names::COMPONENT_CHUNK, Some(prefix))),
+                labels: Some(labels(names::COMPONENT_CHUNK, prefix)),
                 annotations: Some(BTreeMap::from([(
                     SOURCE_ANNOTATION.to_string(),
                     source.to_string(),

@@ -607,3 +607,80 @@ async fn the_readmes_kustomize_install_applies_in_the_order_written() {
         "{upstreams}"
     );
 }
+
+/// `kubectl get mcpt` shows a toolset's readiness, mode, size and age, and
+/// `kubectl explain` its fields' documentation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_gets_toolsets_with_their_columns_and_explains_their_fields() {
+    let Some(kubectl) = tools::kubectl() else {
+        return;
+    };
+    let server = ApiServer::start().await.unwrap();
+    server.prepare(&crds::crds(), &["team-a"]).await.unwrap();
+    let k = Kubectl::new(&server, kubectl);
+    let file = k.dir.path().join("toolset.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: toolgate.dev/v1alpha1\nkind: McpToolset\nmetadata:\n  name: readers\n  namespace: team-a\nspec:\n  upstreams:\n    - name: pets\n  tools:\n    readOnly: true\n  mode: search\n",
+    )
+    .unwrap();
+    k.ok(&["apply", "--server-side", "-f", &file.display().to_string()])
+        .await;
+    let api: Api<crds::McpToolset> = Api::namespaced(server.client().unwrap(), "team-a");
+    api.patch_status(
+        "readers",
+        &PatchParams::apply("toolgate-operator"),
+        &Patch::Apply(json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpToolset",
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Resolved",
+                                       "message": "serves 6 tools", "lastTransitionTime": "2026-12-01T00:00:00Z"}],
+                       "toolCount": 6, "estimatedBytes": 4934, "estimatedTokens": 1234}})),
+    )
+    .await
+    .unwrap();
+
+    let table = k.ok(&["get", "mcpt", "-n", "team-a"]).await;
+    let mut lines = table.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "MODE", "TOOLS", "TOKENS", "AGE"],
+        "{table}"
+    );
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        &row[..5],
+        ["readers", "True", "search", "6", "1234"],
+        "{table}"
+    );
+    let all = k.ok(&["get", "mcp", "-n", "team-a", "-o", "name"]).await;
+    assert!(
+        all.contains("mcptoolset.toolgate.dev/readers"),
+        "in the mcp category: {all}"
+    );
+
+    let spec = k.ok(&["explain", "mcptoolset.spec"]).await;
+    for want in [
+        "upstreams",
+        "Which McpUpstreams the toolset takes tools from",
+        "tools",
+        "mode",
+        "pinned",
+        "metaToolDescriptions",
+    ] {
+        assert!(spec.contains(want), "explain lacks {want:?}:\n{spec}");
+    }
+    let read_only = k.ok(&["explain", "mcptoolset.spec.tools.readOnly"]).await;
+    assert!(read_only.contains("readOnlyHint"), "{read_only}");
+    let tokens = k
+        .ok(&["explain", "mcptoolset.status.estimatedTokens"])
+        .await;
+    assert!(tokens.contains("bytes ÷ 4"), "{tokens}");
+}

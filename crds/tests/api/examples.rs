@@ -126,6 +126,7 @@ fn examples_pass_the_crd_rules() {
     for doc in documents("petstore-upstream.yaml")
         .iter()
         .chain(&documents("petstore-mcpoverlay.yaml"))
+        .chain(&documents("toolset.yaml"))
     {
         if doc["apiVersion"] == "toolgate.dev/v1alpha1" {
             support::validate(doc).unwrap_or_else(|e| panic!("{}: {e:#?}", doc["kind"]));
@@ -149,8 +150,8 @@ fn examples_embed_the_demo_documents_unchanged() {
     );
 }
 
-#[test]
-fn petstore_example_compiles_with_its_overlay() {
+/// The example's upstream (compiled with its overlay), as published.
+fn compiled_petstore() -> catalog::UpstreamCatalog {
     let (cm, up) = upstream_example();
     let key = &up.spec.openapi.config_map_ref.as_ref().unwrap().key;
     let spec = cm.data.unwrap().remove(key).unwrap();
@@ -162,14 +163,61 @@ fn petstore_example_compiles_with_its_overlay() {
     )
     .unwrap();
     let options = up.spec.compile_options();
-    let compiled = catalog::compile_upstream(&catalog::UpstreamSource {
+    catalog::compile_upstream(&catalog::UpstreamSource {
         prefix: &up.spec.tool_prefix,
         document: "ConfigMap default/petstore-openapi",
         spec: spec.as_bytes(),
         overlays: &[overlay],
         options: &options,
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn the_toolset_example_selects_the_pet_store_and_pins_one_of_its_tools() {
+    let docs = documents("toolset.yaml");
+    assert_eq!(docs.len(), 1);
+    let t: crds::McpToolset = serde_json::from_value(docs[0].clone()).unwrap();
+    let (_, up) = upstream_example();
+    assert_eq!(t.metadata.namespace, up.metadata.namespace);
+    assert!(t
+        .spec
+        .upstreams
+        .iter()
+        .any(|s| s.name == up.metadata.name && s.namespaces.is_empty()));
+    assert!(
+        t.spec.upstreams.iter().any(|s| s.selector.is_some()),
+        "it shows a label selector too"
+    );
+    assert_eq!(t.spec.mode, catalog::listing::ListMode::Search);
+    // What the operator and the gateway would serve from it.
+    let pets = compiled_petstore();
+    let toolset = catalog::toolset::Toolset {
+        upstreams: [pets.prefix.clone()].into(),
+        tools: t.spec.tools.clone().unwrap_or_default(),
+        pinned: t.spec.pinned.clone(),
+        ..catalog::toolset::Toolset::new(t.id())
+    };
+    toolset.check().unwrap();
+    let served: Vec<&str> = pets
+        .tools
+        .iter()
+        .filter(|tool| toolset.selects(&pets, tool))
+        .map(|tool| tool.name.as_str())
+        .collect();
+    assert!(served.contains(&"pets__find_pets"), "{served:?}");
+    assert!(
+        !served.contains(&"pets__create_pet"),
+        "read-only: {served:?}"
+    );
+    for p in &toolset.pinned {
+        assert!(served.contains(&p.as_str()), "pinned {p} is served");
+    }
+}
+
+#[test]
+fn petstore_example_compiles_with_its_overlay() {
+    let compiled = compiled_petstore();
     let names: Vec<&str> = compiled.tools.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"pets__find_pets"), "{names:?}");
     assert!(

@@ -6,13 +6,22 @@
 use crate::support::{schema, validate, walk};
 use serde_json::{json, Value};
 
-const KINDS: [&str; 2] = ["McpUpstream", "McpOverlay"];
+const KINDS: [&str; 3] = ["McpUpstream", "McpOverlay", "McpToolset"];
 
 fn upstream(spec: Value) -> Value {
     json!({
         "apiVersion": "toolgate.dev/v1alpha1",
         "kind": "McpUpstream",
         "metadata": {"name": "petstore", "namespace": "default"},
+        "spec": spec,
+    })
+}
+
+fn toolset(spec: Value) -> Value {
+    json!({
+        "apiVersion": "toolgate.dev/v1alpha1",
+        "kind": "McpToolset",
+        "metadata": {"name": "readers", "namespace": "default"},
         "spec": spec,
     })
 }
@@ -615,4 +624,77 @@ fn lists_iterated_by_cel_rules_are_bounded() {
             }
         });
     }
+}
+
+#[test]
+fn a_toolset_selects_each_upstream_by_exactly_one_of_name_and_selector() {
+    assert_accepted(&toolset(json!({"upstreams": [
+        {"name": "petstore"},
+        {"name": "github", "namespaces": ["team-b"]},
+        {"selector": {"matchLabels": {"team": "a"}}, "namespaces": ["team-a", "team-b"]},
+        {"selector": {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]}},
+        {"selector": {}},
+    ]})));
+    let msg = "exactly one of spec.upstreams[].name or spec.upstreams[].selector must be set";
+    assert_rejected(
+        &toolset(json!({"upstreams": [{"name": "a", "selector": {}}]})),
+        msg,
+    );
+    assert_rejected(&toolset(json!({"upstreams": [{"namespaces": ["x"]}]})), msg);
+}
+
+#[test]
+fn toolset_lists_are_bounded_in_the_schema() {
+    let s = schema("McpToolset");
+    let spec = &s["properties"]["spec"]["properties"];
+    assert_eq!(spec["upstreams"]["minItems"], 1);
+    assert_eq!(spec["upstreams"]["maxItems"], crds::MAX_UPSTREAM_SELECTIONS);
+    assert_eq!(
+        spec["upstreams"]["items"]["properties"]["namespaces"]["maxItems"],
+        crds::MAX_SELECTOR_NAMESPACES
+    );
+    let tools = &spec["tools"]["properties"];
+    for (list, max) in [
+        ("include", catalog::toolset::MAX_GLOBS),
+        ("exclude", catalog::toolset::MAX_GLOBS),
+        ("tags", catalog::toolset::MAX_TAGS),
+    ] {
+        assert_eq!(tools[list]["maxItems"], max, "{list}");
+        assert!(tools[list]["items"]["maxLength"].is_number(), "{list}");
+    }
+    assert_eq!(tools["include"]["default"], json!(["*"]));
+    assert_eq!(spec["pinned"]["maxItems"], catalog::toolset::MAX_PINNED);
+    assert_eq!(spec["mode"]["enum"], json!(["all", "search"]));
+    assert_eq!(spec["mode"]["default"], "all");
+}
+
+#[test]
+fn toolset_columns_say_readiness_mode_size_and_age() {
+    let crd = crds::crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == "McpToolset")
+        .expect("the McpToolset CRD");
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("mcptoolsets.toolgate.dev")
+    );
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["mcpt".to_string()]));
+    assert_eq!(crd.spec.names.categories, Some(vec!["mcp".to_string()]));
+    let columns: Vec<(&str, &str)> = crd.spec.versions[0]
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.json_path.as_str()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("Ready", r#".status.conditions[?(@.type=="Ready")].status"#),
+            ("Mode", ".spec.mode"),
+            ("Tools", ".status.toolCount"),
+            ("Tokens", ".status.estimatedTokens"),
+            ("Age", ".metadata.creationTimestamp"),
+        ]
+    );
 }

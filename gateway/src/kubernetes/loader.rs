@@ -6,13 +6,19 @@
 //! upstream keeps serving the version served before (a new upstream waits), the
 //! others load, and the next ConfigMap event retries. The catalog and the
 //! [`GatewayConfig`] built from the upstreams' runtime settings are installed
-//! together ([`CatalogStore::install_with_config`]); sessions see
-//! `notifications/tools/list_changed` as with a catalog file.
+//! together with the published toolsets
+//! ([`CatalogStore::install_published`]); sessions see
+//! `notifications/tools/list_changed` as with a catalog file. A toolset
+//! whose chunks are missing or do not check keeps its previous version, or
+//! waits, like an upstream.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use catalog::publish::{catalog_of, decode, Index, IndexEntry, PublishedUpstream};
+use catalog::publish::{
+    catalog_of, decode, decode_toolset, Index, IndexEntry, PublishedUpstream, ToolsetEntry,
+};
+use catalog::toolset::{Toolset, ToolsetName};
 use crds::publish::{CHUNK_KEY, INDEX_KEY, INDEX_NAME};
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -59,6 +65,8 @@ pub(super) struct Loader {
     namespace: String,
     /// What is installed, by prefix.
     served: BTreeMap<String, Served>,
+    /// Toolsets installed, by name, with the entry each was decoded from.
+    toolsets: BTreeMap<ToolsetName, (ToolsetEntry, Toolset)>,
     /// Hash of the installed set (None before the first install).
     pub(super) installed: Option<String>,
     /// The last problem logged per prefix (or for the index), so a
@@ -77,6 +85,7 @@ impl Loader {
         Loader {
             namespace,
             served: BTreeMap::new(),
+            toolsets: BTreeMap::new(),
             installed: None,
             reported: BTreeMap::new(),
         }
@@ -149,11 +158,76 @@ impl Loader {
                 candidates.push(c);
             }
         }
-        self.install(candidates, store);
+        let toolsets: Vec<(ToolsetEntry, Toolset)> = index
+            .toolsets
+            .iter()
+            .filter_map(|e| self.toolset_candidate(e, &by_name))
+            .collect();
+        self.install(candidates, toolsets, store);
         index
             .upstreams
             .iter()
             .any(|e| self.served.get(&e.prefix).map(|s| &s.entry) != Some(e))
+            || index
+                .toolsets
+                .iter()
+                .any(|e| self.toolsets.get(&e.id).map(|(s, _)| s) != Some(e))
+    }
+
+    /// The version of `entry`'s toolset to serve: the published one if it
+    /// is complete and valid, else the one served so far, else none.
+    fn toolset_candidate(
+        &mut self,
+        entry: &ToolsetEntry,
+        by_name: &HashMap<&str, &Arc<ConfigMap>>,
+    ) -> Option<(ToolsetEntry, Toolset)> {
+        let previous = self.toolsets.get(&entry.id).cloned();
+        if let Some(p) = previous.as_ref().filter(|(e, _)| e == entry) {
+            return Some(p.clone());
+        }
+        let key = format!("toolset {}", entry.id);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(entry.chunks.len());
+        let mut missing = Vec::new();
+        for r in &entry.chunks {
+            match by_name.get(r.name.as_str()).and_then(|cm| chunk_bytes(cm)) {
+                Some(b) => parts.push(b),
+                None => missing.push(r.name.as_str()),
+            }
+        }
+        let fresh = if missing.is_empty() {
+            decode_toolset(entry, &parts)
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    t.check()
+                        .map(|()| t)
+                        .map_err(|e| format!("published toolset {}: {e}", entry.id))
+                })
+                .map_err(|m| (m, true))
+        } else {
+            Err((
+                format!(
+                    "toolset {}: chunk ConfigMap(s) {} not found (or without binaryData {CHUNK_KEY}); waiting for them",
+                    entry.id,
+                    missing.join(", ")
+                ),
+                false,
+            ))
+        };
+        match fresh {
+            Ok(t) => {
+                self.reported.remove(&key);
+                Some((entry.clone(), t))
+            }
+            Err((message, error)) => {
+                let tail = if previous.is_some() {
+                    "; the previous version keeps serving"
+                } else {
+                    "; not served until it loads"
+                };
+                self.report(&key, format!("{message}{tail}"), error);
+                previous
+            }
+        }
     }
 
     /// The version of `entry`'s upstream to serve: the published one if it
@@ -233,10 +307,15 @@ impl Loader {
     /// Installs `candidates` unless that is what is served. An upstream the
     /// gateway cannot serve (say, its credentials file is missing) falls
     /// back to its previous version or is left out; the others still load.
-    fn install(&mut self, mut candidates: Vec<Candidate>, store: &CatalogStore) {
+    fn install(
+        &mut self,
+        mut candidates: Vec<Candidate>,
+        toolsets: Vec<(ToolsetEntry, Toolset)>,
+        store: &CatalogStore,
+    ) {
         // Each round removes or replaces one upstream, so this ends.
         for _ in 0..=candidates.len() * 2 + 1 {
-            let hash = served_hash(&candidates);
+            let hash = served_hash(&candidates, &toolsets);
             if self.installed.as_deref() == Some(hash.as_str()) {
                 return;
             }
@@ -264,12 +343,14 @@ impl Loader {
             };
             let catalog = catalog_of(&upstreams);
             drop(upstreams);
-            match store.install_with_config(catalog, config, provenance) {
+            let defs = toolsets.iter().map(|(_, t)| t.clone()).collect();
+            match store.install_published(catalog, config, defs, provenance) {
                 Ok(d) => {
                     tracing::info!(
                         namespace = %self.namespace,
                         catalog_hash = %hash,
                         upstreams = candidates.len(),
+                        toolsets = toolsets.len(),
                         added = d.added.len(),
                         removed = d.removed.len(),
                         modified = d.modified.len(),
@@ -282,6 +363,10 @@ impl Loader {
                     self.served = candidates
                         .into_iter()
                         .map(|c| (c.served.entry.prefix.clone(), c.served))
+                        .collect();
+                    self.toolsets = toolsets
+                        .into_iter()
+                        .map(|(e, t)| (e.id.clone(), (e, t)))
                         .collect();
                     self.installed = Some(hash);
                     return;
@@ -345,11 +430,12 @@ impl Loader {
     }
 }
 
-/// [`Index::hash`] of the entries in `candidates`.
-fn served_hash(candidates: &[Candidate]) -> String {
+/// [`Index::hash`] of the entries in `candidates` and `toolsets`.
+fn served_hash(candidates: &[Candidate], toolsets: &[(ToolsetEntry, Toolset)]) -> String {
     Index {
         format: catalog::publish::PUBLISHED_FORMAT.to_string(),
         upstreams: candidates.iter().map(|c| c.served.entry.clone()).collect(),
+        toolsets: toolsets.iter().map(|(e, _)| e.clone()).collect(),
     }
     .hash()
 }

@@ -516,6 +516,7 @@ async fn a_chunk_with_a_wrong_hash_keeps_the_previous_version_of_that_upstream()
             v1.entry("other").unwrap().clone(),
             v2.entry("pets").unwrap().clone(),
         ],
+        ..Index::default()
     };
     let status = wait_served(&gw.url, &expected.hash()).await;
     assert_ne!(status["catalogHash"], v2.hash());
@@ -579,6 +580,7 @@ async fn an_upstream_waits_for_its_credentials_file_without_holding_up_the_other
     let only_other = Index {
         format: PUBLISHED_FORMAT.into(),
         upstreams: vec![index.entry("other").unwrap().clone()],
+        ..Index::default()
     };
     wait_served(&gw.url, &only_other.hash()).await;
     let (code, _) = get_json(&format!("{}/readyz", gw.url)).await;
@@ -614,7 +616,7 @@ async fn a_later_upstream_never_takes_over_a_served_tool_name() {
     let v2 = cluster.publish(&[attacker, victim, third], &[]).await;
     let mut expected = Index {
         format: PUBLISHED_FORMAT.into(),
-        upstreams: vec![],
+        ..Index::default()
     };
     for prefix in ["other", "third"] {
         expected.upsert(v2.entry(prefix).unwrap().clone());

@@ -55,5 +55,7 @@ mod rollout;
 mod search;
 /// The session key file: picked up when it appears, rotated with a grace.
 mod session_key;
+/// McpToolsets: the operator, `serve --kube` and a client on a toolset.
+mod toolsets;
 /// jq request, response and error transforms at runtime.
 mod transform;

@@ -16,7 +16,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::Context;
+use crate::context::{Context, UpstreamChange};
 use crate::error::Error;
 use crate::sources;
 use crate::sources::SecretAccess;
@@ -48,11 +48,21 @@ pub async fn run(ctx: Arc<Context>, stop: CancellationToken) -> anyhow::Result<(
     // later trigger for it held behind it: an McpOverlay without status).
     let (store, writer) = reflector::store::<McpUpstream>();
     let (listed_tx, listed) = tokio::sync::watch::channel(false);
+    let changes = ctx.upstream_changes.clone();
     let upstream_events = reflector(writer, watcher(upstreams.clone(), wc.clone()))
         .inspect(move |ev| {
-            if matches!(ev, Ok(watcher::Event::InitDone)) {
-                listed_tx.send_replace(true);
-            }
+            let change = match ev {
+                Ok(watcher::Event::InitDone) => {
+                    listed_tx.send_replace(true);
+                    UpstreamChange::Relisted
+                }
+                Ok(watcher::Event::Apply(u) | watcher::Event::Delete(u)) => {
+                    UpstreamChange::Touched(ObjectRef::from_obj(u))
+                }
+                _ => return,
+            };
+            // NB: nobody listening (no toolset controller) is fine.
+            let _ = changes.send(change);
         })
         .applied_objects();
     let controller = Controller::for_stream(upstream_events, store.clone())
@@ -227,7 +237,7 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
-fn receiver_stream<T: Send + 'static>(
+pub(crate) fn receiver_stream<T: Send + 'static>(
     rx: Option<tokio::sync::mpsc::UnboundedReceiver<T>>,
 ) -> impl futures::Stream<Item = T> + Send {
     futures::stream::unfold(rx, |rx| async move {

@@ -3,6 +3,7 @@
 
 mod rbac;
 mod support;
+mod toolsets;
 mod uninstall;
 
 use std::time::Duration;

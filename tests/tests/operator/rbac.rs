@@ -67,8 +67,9 @@ async fn published_token(w: &World, ns: &str) -> Option<String> {
 /// document from a ConfigMap, its address from a Service and a token from a
 /// Secret, with an overlay from a ConfigMap; the token rotated, removed and
 /// restored (status, events and their series); the document edited
-/// (republished, old chunks deleted); the upstream deleted (the finalizer
-/// unpublishes); the operator stopped (it releases its Lease).
+/// (republished, old chunks deleted); a toolset over it published and
+/// deleted; the upstream deleted (the finalizer unpublishes); the operator
+/// stopped (it releases its Lease).
 async fn scenario(w: &World, ns: &str) {
     let cms = w.configmaps(ns);
     create(
@@ -186,6 +187,21 @@ async fn scenario(w: &World, ns: &str) {
             }
         }
         Some(())
+    })
+    .await;
+
+    // A toolset over it: resolved (its status applied, the upstream's
+    // published chunks read), published, then deleted and unpublished.
+    w.apply_toolset(ns, "readers", json!({"upstreams": [{"name": "pets"}]}))
+        .await;
+    wait_toolset(w, ns, "readers", "True", "Resolved").await;
+    let readers = catalog::toolset::ToolsetName::new(ns, "readers");
+    w.toolsets(ns)
+        .delete("readers", &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("the toolset unpublished", WAIT, || async {
+        w.index().await.toolset(&readers).is_none().then_some(())
     })
     .await;
 

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use catalog::publish::{Index, IndexEntry, PublishedUpstream};
-use crds::{McpOverlay, McpUpstream};
+use crds::{McpOverlay, McpToolset, McpUpstream};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use kube::Client;
@@ -251,6 +251,48 @@ impl World {
         catalog::publish::decode(entry, &parts).expect("published upstream decodes")
     }
 
+    pub fn toolsets(&self, ns: &str) -> Api<McpToolset> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    pub async fn apply_toolset(&self, ns: &str, name: &str, spec: serde_json::Value) -> McpToolset {
+        let t: McpToolset = serde_json::from_value(json!({
+            "apiVersion": "toolgate.dev/v1alpha1",
+            "kind": "McpToolset",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": spec,
+        }))
+        .expect("valid McpToolset");
+        self.toolsets(ns)
+            .create(&PostParams::default(), &t)
+            .await
+            .expect("create McpToolset")
+    }
+
+    /// Reads a toolset's published chunks back and decodes them, as the
+    /// gateway does.
+    pub async fn read_published_toolset(
+        &self,
+        entry: &catalog::publish::ToolsetEntry,
+    ) -> catalog::toolset::Toolset {
+        let mut chunks = Vec::new();
+        for c in &entry.chunks {
+            let cm = self
+                .configmaps(PUBLISH_NS)
+                .get(&c.name)
+                .await
+                .expect("chunk exists");
+            chunks.push(
+                cm.binary_data
+                    .and_then(|d| d.get(crds::publish::CHUNK_KEY).cloned())
+                    .expect("chunk has data")
+                    .0,
+            );
+        }
+        let parts: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
+        catalog::publish::decode_toolset(entry, &parts).expect("published toolset decodes")
+    }
+
     pub async fn upstream(&self, ns: &str, name: &str) -> McpUpstream {
         self.upstreams(ns).get(name).await.expect("get McpUpstream")
     }
@@ -315,6 +357,38 @@ pub async fn wait_ready(
         },
     )
     .await
+}
+
+/// Waits until the toolset's Ready condition has `status` and `reason`
+/// for its current generation.
+pub async fn wait_toolset(
+    w: &World,
+    ns: &str,
+    name: &str,
+    status: &str,
+    reason: &str,
+) -> McpToolset {
+    eventually(
+        &format!("toolset {ns}/{name} Ready={status} reason={reason}"),
+        WAIT,
+        || async {
+            let t = w.toolsets(ns).get_opt(name).await.ok().flatten()?;
+            let st = t.status.as_ref()?;
+            let c = st.conditions.iter().find(|c| c.type_ == "Ready")?;
+            let current = st.observed_generation == t.metadata.generation;
+            (current && c.status == status && c.reason == reason).then_some(t)
+        },
+    )
+    .await
+}
+
+/// The toolset's Ready message.
+pub fn toolset_message(t: &McpToolset) -> String {
+    t.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
 }
 
 /// Writes (create, update, patch, delete) `user` has sent, events aside.

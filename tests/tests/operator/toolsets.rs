@@ -47,10 +47,15 @@ async fn read_only_size(w: &World, prefixes: &[&str]) -> (u32, u64) {
     let (mut tools, mut bytes) = (0, 0);
     for p in prefixes {
         let published = w.read_published(index.entry(p).expect("published")).await;
+        // Output schemas count where the upstream lists them.
+        let advertise = published
+            .runtime
+            .response_validation
+            .advertises_output_schemas();
         for t in &published.catalog.tools {
             if t.annotations.read_only_hint == Some(true) {
                 tools += 1;
-                bytes += catalog::listing::tool_bytes(t, true);
+                bytes += catalog::listing::tool_bytes(t, advertise);
             }
         }
     }

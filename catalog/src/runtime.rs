@@ -15,6 +15,41 @@ use serde::{Deserialize, Serialize};
 use crate::access::SettingError;
 pub use crate::access::{AccessPolicy, AccessRule, ForwardIdentity, RateLimit};
 
+/// Parses a duration as McpUpstream fields and the gateway config write
+/// them (`500ms`, `30s`, `1h30m`; the CRD's `DURATION_PATTERN`). Returns `None` for anything the schema would reject, so callers
+/// holding objects that bypassed validation (older CRD versions) can report
+/// the field instead of panicking.
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut total = std::time::Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        // `ms` must be tried before `m`.
+        let (unit, len) = if rest.starts_with("ms") {
+            (std::time::Duration::from_millis(1), 2)
+        } else if rest.starts_with('s') {
+            (std::time::Duration::from_secs(1), 1)
+        } else if rest.starts_with('m') {
+            (std::time::Duration::from_secs(60), 1)
+        } else if rest.starts_with('h') {
+            (std::time::Duration::from_secs(3600), 1)
+        } else {
+            return None;
+        };
+        rest = &rest[len..];
+        total = total.checked_add(unit.checked_mul(u32::try_from(n).ok()?)?)?;
+    }
+    Some(total)
+}
+
 /// Default cap on an upstream response body.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 10 * 1024 * 1024;
 /// Default limit on calls in flight to one upstream; further calls wait
@@ -25,6 +60,10 @@ pub const DEFAULT_MAX_CONCURRENCY: usize = 32;
 /// Default per-request upstream timeout.
 pub const DEFAULT_TIMEOUT_SECONDS: f64 = 30.0;
 /// Statuses that take the success path unless configured otherwise.
+/// How often a document fetched from a URL is fetched again when the
+/// source names no `refreshInterval`.
+pub const DEFAULT_REFRESH_INTERVAL: &str = "10m";
+
 pub const DEFAULT_SUCCESS_STATUS: &[u16] = &[200, 201, 202, 204];
 /// Statuses that take the error path unless configured otherwise.
 pub const DEFAULT_ERROR_STATUS: &[u16] = &[400, 401, 403, 404, 409, 422, 429, 500, 502, 503, 504];

@@ -46,40 +46,10 @@ pub struct SecretRef {
     pub name: String,
 }
 
-/// Parses a duration in the [`DURATION_PATTERN`] format (`500ms`, `30s`,
-/// `1h30m`). Returns `None` for anything the schema would reject, so callers
-/// holding objects that bypassed validation (older CRD versions) can report
-/// the field instead of panicking.
-pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
-    if s.is_empty() {
-        return None;
-    }
-    let mut total = std::time::Duration::ZERO;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 || digits > 9 {
-            return None;
-        }
-        let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        // `ms` must be tried before `m`.
-        let (unit, len) = if rest.starts_with("ms") {
-            (std::time::Duration::from_millis(1), 2)
-        } else if rest.starts_with('s') {
-            (std::time::Duration::from_secs(1), 1)
-        } else if rest.starts_with('m') {
-            (std::time::Duration::from_secs(60), 1)
-        } else if rest.starts_with('h') {
-            (std::time::Duration::from_secs(3600), 1)
-        } else {
-            return None;
-        };
-        rest = &rest[len..];
-        total = total.checked_add(unit.checked_mul(u32::try_from(n).ok()?)?)?;
-    }
-    Some(total)
-}
+/// Parses a duration in the [`DURATION_PATTERN`] format; the gateway's
+/// config file reads the same format, so the parser lives with the
+/// runtime settings both share.
+pub use catalog::runtime::parse_duration;
 
 /// Schema of `status.conditions`: k8s-openapi's own `Condition` schema,
 /// declared as a list-map keyed on `type` so that server-side apply merges

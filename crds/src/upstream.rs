@@ -49,7 +49,7 @@ pub const HEADER_NAME_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
 pub const HEADER_VALUE_PATTERN: &str = "^[^\\x00-\\x08\\x0a-\\x1f\\x7f]*$";
 
 /// Used when `spec.openapi.url` is set without `refreshInterval`.
-pub const DEFAULT_REFRESH_INTERVAL: &str = "10m";
+pub const DEFAULT_REFRESH_INTERVAL: &str = catalog::runtime::DEFAULT_REFRESH_INTERVAL;
 /// Used when `spec.http.timeout` is absent.
 pub const DEFAULT_TIMEOUT: &str = "30s";
 /// Used when `spec.http.maxResponseBytes` is absent: 10 MiB.

@@ -185,10 +185,10 @@ impl OpenApiSource {
     /// `refreshInterval`, default applied (after [`parse_file`] checked it).
     pub fn refresh(&self) -> Option<std::time::Duration> {
         self.url.as_ref()?;
-        crds::parse_duration(
+        catalog::runtime::parse_duration(
             self.refresh_interval
                 .as_deref()
-                .unwrap_or(crds::DEFAULT_REFRESH_INTERVAL),
+                .unwrap_or(DEFAULT_REFRESH_INTERVAL),
         )
     }
 }
@@ -251,7 +251,7 @@ impl UpstreamEntry {
                     ));
                 }
                 if let Some(r) = &openapi.refresh_interval {
-                    if crds::parse_duration(r).is_none_or(|d| d.is_zero()) {
+                    if catalog::runtime::parse_duration(r).is_none_or(|d| d.is_zero()) {
                         return Err(format!(
                             "{}: {r:?} is not a duration such as 30s, 5m or 1h30m",
                             at("openapi.refreshInterval")

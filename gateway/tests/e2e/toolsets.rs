@@ -208,6 +208,24 @@ async fn wait_changes(rec: &Recorder, n: usize) {
     .expect("timed out waiting for tools/list_changed");
 }
 
+impl Cluster {
+    /// A cluster serving three pet stores, all published: `pets` in
+    /// team-a (to select by name), `shop` in team-b labelled
+    /// `toolset: {toolset}` (to select by label in another namespace), and
+    /// `other` in team-a (one a toolset leaves out).
+    async fn with_three_upstreams(toolset: &str) -> Cluster {
+        let c = Cluster::start(toolset).await;
+        c.pet_store("team-a", "pets", "pets", json!({})).await;
+        c.pet_store("team-b", "shop", "shop", json!({"toolset": toolset}))
+            .await;
+        c.pet_store("team-a", "other", "other", json!({})).await;
+        for (ns, name) in [("team-a", "pets"), ("team-b", "shop"), ("team-a", "other")] {
+            c.wait_reason::<McpUpstream>(ns, name, "Published").await;
+        }
+        c
+    }
+}
+
 fn toolset_status(s: &Value, name: &str) -> Option<Value> {
     s["toolsets"]
         .as_array()?
@@ -218,16 +236,7 @@ fn toolset_status(s: &Value, name: &str) -> Option<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_toolset_endpoint_serves_its_upstreams_read_only_tools_and_follows_edits() {
-    let c = Cluster::start("readers").await;
-    // Selected by name, selected by label in another namespace, and a
-    // third upstream the toolset leaves out.
-    c.pet_store("team-a", "pets", "pets", json!({})).await;
-    c.pet_store("team-b", "shop", "shop", json!({"toolset": "readers"}))
-        .await;
-    c.pet_store("team-a", "other", "other", json!({})).await;
-    for (ns, name) in [("team-a", "pets"), ("team-b", "shop"), ("team-a", "other")] {
-        c.wait_reason::<McpUpstream>(ns, name, "Published").await;
-    }
+    let c = Cluster::with_three_upstreams("readers").await;
     c.apply::<McpToolset>(
         "team-a",
         json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpToolset",
@@ -341,14 +350,7 @@ async fn found(client: &Client, query: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_search_mode_toolset_finds_and_calls_only_its_own_tools() {
-    let c = Cluster::start("finders").await;
-    c.pet_store("team-a", "pets", "pets", json!({})).await;
-    c.pet_store("team-b", "shop", "shop", json!({"toolset": "finders"}))
-        .await;
-    c.pet_store("team-a", "other", "other", json!({})).await;
-    for (ns, name) in [("team-a", "pets"), ("team-b", "shop"), ("team-a", "other")] {
-        c.wait_reason::<McpUpstream>(ns, name, "Published").await;
-    }
+    let c = Cluster::with_three_upstreams("finders").await;
     let spec = |include: &str| {
         json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpToolset",
                "metadata": {"name": "finders", "namespace": "team-a"},

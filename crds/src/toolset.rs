@@ -22,6 +22,7 @@ use catalog::listing::ListMode;
 use catalog::toolset::{MetaToolDescriptions, ToolFilter, MAX_PINNED, MAX_TOOL_NAME_LEN};
 
 use crate::common::{conditions_schema, OBJECT_NAME_PATTERN};
+use crate::upstream::ListingSize;
 
 /// Schema `pattern` of namespace names (an RFC 1123 label).
 pub const NAMESPACE_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
@@ -61,7 +62,7 @@ pub const MAX_STATUS_UPSTREAMS: usize = catalog::toolset::MAX_UPSTREAMS;
         name = "Tokens",
         type_ = "integer",
         description = "Estimated tokens of a tools/list of every tool of the toolset (bytes / 4)",
-        json_path = ".status.estimatedTokens"
+        json_path = ".status.listing.tokens"
     ),
     printcolumn(
         name = "Age",
@@ -180,19 +181,16 @@ pub struct McpToolsetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_count: Option<u32>,
 
-    /// Estimated JSON bytes of a `tools/list` of every tool of the toolset
-    /// (names, descriptions, schemas, annotations; no JSON-RPC envelope).
-    /// In `search` mode clients list only the meta-tools and the pinned
-    /// tools: this is then what search keeps out of their context.
-    /// Optional; omitted when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimated_bytes: Option<u64>,
-
-    /// `estimatedBytes` in tokens, estimated as bytes ÷ 4 (rounded up): a
+    /// Estimated size of a `tools/list` of every tool of the toolset, as
+    /// clients receive it (names, titles, descriptions, schemas,
+    /// annotations; no JSON-RPC envelope), in the same form as McpUpstream's
+    /// `status.listing`. Tokens are estimated as bytes ÷ 4 (rounded up): a
     /// rule of thumb for English and JSON with common tokenizers, not a
-    /// tokenizer's count. Optional; omitted when unset.
+    /// tokenizer's count. In `search` mode clients list only the meta-tools
+    /// and the pinned tools: this is then what search keeps out of their
+    /// context. Optional; omitted when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub estimated_tokens: Option<u64>,
+    pub listing: Option<ListingSize>,
 
     /// The McpUpstreams the toolset takes tools from: those its selection
     /// matched that hold their prefix and are published, sorted by

@@ -439,8 +439,7 @@ async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, E
         observed_generation: t.metadata.generation,
         conditions: status::merge(&old.conditions, &[ready], t.metadata.generation),
         tool_count: Some(tool_count),
-        estimated_bytes: Some(size.bytes),
-        estimated_tokens: Some(size.tokens),
+        listing: Some(size.into()),
         upstreams: resolved,
     };
     write_status(ctx, &t, &old, &new).await?;

@@ -633,7 +633,7 @@ async fn kubectl_gets_toolsets_with_their_columns_and_explains_their_fields() {
         &Patch::Apply(json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpToolset",
             "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Resolved",
                                        "message": "serves 6 tools", "lastTransitionTime": "2026-12-01T00:00:00Z"}],
-                       "toolCount": 6, "estimatedBytes": 4934, "estimatedTokens": 1234}})),
+                       "toolCount": 6, "listing": {"bytes": 4934, "tokens": 1234}}})),
     )
     .await
     .unwrap();
@@ -679,8 +679,6 @@ async fn kubectl_gets_toolsets_with_their_columns_and_explains_their_fields() {
     }
     let read_only = k.ok(&["explain", "mcptoolset.spec.tools.readOnly"]).await;
     assert!(read_only.contains("readOnlyHint"), "{read_only}");
-    let tokens = k
-        .ok(&["explain", "mcptoolset.status.estimatedTokens"])
-        .await;
-    assert!(tokens.contains("bytes ÷ 4"), "{tokens}");
+    let tokens = k.ok(&["explain", "mcptoolset.status.listing.tokens"]).await;
+    assert!(tokens.contains("÷ 4"), "{tokens}");
 }

@@ -693,7 +693,7 @@ fn toolset_columns_say_readiness_mode_size_and_age() {
             ("Ready", r#".status.conditions[?(@.type=="Ready")].status"#),
             ("Mode", ".spec.mode"),
             ("Tools", ".status.toolCount"),
-            ("Tokens", ".status.estimatedTokens"),
+            ("Tokens", ".status.listing.tokens"),
             ("Age", ".metadata.creationTimestamp"),
         ]
     );

@@ -93,8 +93,9 @@ async fn a_toolset_resolves_upstreams_by_name_and_label_and_reports_its_size() {
     let (tools, bytes) = read_only_size(&w, &["pets", "other"]).await;
     assert_eq!(tools, 4);
     assert_eq!(status.tool_count, Some(tools));
-    assert_eq!(status.estimated_bytes, Some(bytes));
-    assert_eq!(status.estimated_tokens, Some(bytes.div_ceil(4)));
+    let listing = status.listing.expect("status.listing");
+    assert_eq!(listing.bytes, bytes);
+    assert_eq!(listing.tokens, bytes.div_ceil(4));
     let resolved: Vec<(&str, &str, &str, u32)> = status
         .upstreams
         .iter()

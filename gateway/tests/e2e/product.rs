@@ -16,7 +16,7 @@ use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
 use crate::reload::{serve_with_env, tempdir, Served};
 use crate::support::*;
 
-const SYSTEM: &str = "toolgate-system";
+pub(crate) const SYSTEM: &str = "toolgate-system";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn examples(file: &str) -> Vec<Value> {
@@ -37,8 +37,20 @@ struct Product {
     api_base: String,
 }
 
-impl Product {
-    async fn start(name: &str, replicas: usize) -> Product {
+/// The control plane of an end-to-end cluster: the in-memory API server
+/// with the CRDs and `namespaces`, the demo pet store on loopback as every
+/// upstream's API, and the real operator as its own API user.
+pub(crate) struct ControlPlane {
+    pub server: ApiServerHandle,
+    pub client: kube::Client,
+    /// Cancels the operator.
+    pub operator: CancellationToken,
+    /// The demo pet store's API base URL.
+    pub api_base: String,
+}
+
+impl ControlPlane {
+    pub async fn start(namespaces: &[&str], leader_election: bool) -> ControlPlane {
         gateway::upstream::install_crypto_provider();
         let server = ApiServer::builder()
             .bookmark_interval(Duration::from_millis(500))
@@ -46,19 +58,18 @@ impl Product {
             .await
             .expect("API server");
         let client = server.client().expect("client");
+        let namespaces: Vec<&str> = std::iter::once(SYSTEM)
+            .chain(namespaces.iter().copied())
+            .collect();
         server
-            .prepare(&crds::crds(), &[SYSTEM])
+            .prepare(&crds::crds(), &namespaces)
             .await
-            .expect("CRDs and namespace");
-
-        // The demo upstream.
+            .expect("CRDs and namespaces");
         let addr = toolgate_tests::serve_loopback(gateway::demo::petstore_app()).await;
-
-        // The operator, as its own API user.
-        let stop = CancellationToken::new();
+        let operator = CancellationToken::new();
         let options = operator::Options {
             publish_namespace: SYSTEM.into(),
-            leader_election: true,
+            leader_election,
             identity: "operator-0".into(),
             health_addr: "127.0.0.1:0".parse().expect("addr"),
             ..Default::default()
@@ -66,8 +77,25 @@ impl Product {
         tokio::spawn(operator::run(
             server.client_as("operator").expect("client"),
             options,
-            stop.clone(),
+            operator.clone(),
         ));
+        ControlPlane {
+            server,
+            client,
+            operator,
+            api_base: format!("http://{addr}/api"),
+        }
+    }
+}
+
+impl Product {
+    async fn start(name: &str, replicas: usize) -> Product {
+        let ControlPlane {
+            server,
+            client,
+            operator,
+            api_base,
+        } = ControlPlane::start(&[], true).await;
 
         let dir = tempdir(&format!("product-{name}"));
         std::fs::create_dir_all(dir.join("credentials")).expect("dir");
@@ -76,10 +104,10 @@ impl Product {
         let mut p = Product {
             server,
             client,
-            operator: stop,
+            operator,
             gateways: Vec::new(),
             dir,
-            api_base: format!("http://{addr}/api"),
+            api_base,
         };
         for i in 0..replicas {
             let g = p.gateway(i);

@@ -12,12 +12,12 @@ use kube::api::{Api, Patch, PatchParams};
 use rmcp::model::ProtocolVersion;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
-use toolgate_tests::apiserver::{ApiServer, ApiServerHandle};
+use toolgate_tests::apiserver::ApiServerHandle;
 
+use crate::product::{ControlPlane, SYSTEM};
 use crate::reload::{serve_with_env, tempdir, Served};
 use crate::support::*;
 
-const SYSTEM: &str = "toolgate-system";
 /// Generous: CI runs every test binary at once on two cores.
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -39,31 +39,12 @@ impl Drop for Cluster {
 
 impl Cluster {
     async fn start(name: &str) -> Cluster {
-        gateway::upstream::install_crypto_provider();
-        let server = ApiServer::builder()
-            .bookmark_interval(Duration::from_millis(500))
-            .serve()
-            .await
-            .expect("API server");
-        let client = server.client().expect("client");
-        server
-            .prepare(&crds::crds(), &[SYSTEM, "team-a", "team-b"])
-            .await
-            .expect("CRDs and namespaces");
-        let addr = toolgate_tests::serve_loopback(gateway::demo::petstore_app()).await;
-        let stop = CancellationToken::new();
-        let options = operator::Options {
-            publish_namespace: SYSTEM.into(),
-            leader_election: false,
-            identity: "operator-0".into(),
-            health_addr: "127.0.0.1:0".parse().expect("addr"),
-            ..Default::default()
-        };
-        tokio::spawn(operator::run(
-            server.client_as("operator").expect("client"),
-            options,
-            stop.clone(),
-        ));
+        let ControlPlane {
+            server,
+            client,
+            operator,
+            api_base,
+        } = ControlPlane::start(&["team-a", "team-b"], false).await;
         let dir = tempdir(&format!("toolsets-{name}"));
         std::fs::create_dir_all(dir.join("credentials")).expect("dir");
         let kubeconfig = dir.join("kubeconfig");
@@ -84,9 +65,9 @@ impl Cluster {
         Cluster {
             _server: server,
             client,
-            operator: stop,
+            operator,
             gateway,
-            api_base: format!("http://{addr}/api"),
+            api_base,
         }
     }
 

@@ -329,10 +329,10 @@ fn html_is_reduced_to_text_before_the_length_limit() {
         "responses": {"200": {"description": "ok"}}}}}));
     let u = compile(&doc);
     let (title, description) = texts(&u, "t__list_pets");
-    assert_eq!(title.as_deref(), Some("GET pets"));
+    assert_eq!(title.as_deref(), Some("`GET` pets"));
     let d = description.unwrap();
     assert!(
-        d.starts_with("GET pets\n\nLists pets & toys.\n\n- fast fast"),
+        d.starts_with("`GET` pets\n\nLists pets & toys.\n\n- fast fast"),
         "{d}"
     );
     assert!(!d.contains('<'), "{d}");

@@ -67,10 +67,12 @@ const LINE: &[&str] = &[
 
 /// Elements whose tags are dropped, keeping their content.
 const INLINE: &[&str] = &[
-    "a", "abbr", "b", "big", "center", "cite", "code", "del", "dfn", "em", "font", "i", "img",
-    "ins", "kbd", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup",
-    "tt", "u", "var",
+    "a", "abbr", "b", "big", "center", "cite", "del", "dfn", "em", "font", "i", "img", "ins",
+    "mark", "q", "s", "small", "span", "strike", "strong", "sub", "sup", "u", "var",
 ];
+
+/// Elements whose tags become Markdown's code span delimiter, "`".
+const CODE: &[&str] = &["code", "kbd", "samp", "tt"];
 
 /// `text` with HTML tags of known elements removed, comments dropped and
 /// entities decoded; borrowed when there is nothing to do.
@@ -98,6 +100,10 @@ pub fn to_text(text: &str) -> Cow<'_, str> {
         rest = &tail[len..];
         let breaks = match kind {
             Tag::Inline => continue,
+            Tag::Code => {
+                out.push('`');
+                continue;
+            }
             Tag::Paragraph => 2,
             Tag::Line | Tag::Item => 1,
         };
@@ -130,6 +136,7 @@ pub fn to_text(text: &str) -> Cow<'_, str> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Tag {
     Inline,
+    Code,
     Paragraph,
     Line,
     /// A list item's start: a line starting `- `.
@@ -154,6 +161,8 @@ fn tag(s: &str) -> Option<(usize, Tag)> {
         Tag::Line
     } else if INLINE.contains(&name.as_str()) {
         Tag::Inline
+    } else if CODE.contains(&name.as_str()) {
+        Tag::Code
     } else {
         return None;
     };
@@ -199,6 +208,10 @@ mod tests {
 
     #[test]
     fn tags_of_known_elements_become_text() {
+        assert_eq!(
+            to_text("<b>Required scope: </b><code>attachments:read</code>"),
+            "Required scope: `attachments:read`"
+        );
         assert_eq!(
             to_text("<p>Creates a <b>pet</b>.</p><p>See <a href=\"https://x.test/a?b=1&amp;c\">the docs</a>.</p>"),
             "Creates a pet.\n\nSee the docs."

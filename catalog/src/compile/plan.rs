@@ -261,13 +261,16 @@ fn constant_value(p: &Param<'_>) -> Option<Value> {
         return None;
     }
     let s = p.schema.resolved();
-    if let Some(c) = s.get("const") {
-        return Some(c.to_value());
-    }
-    match s.get("enum").map(Node::to_value) {
-        Some(Value::Array(mut values)) if values.len() == 1 => values.pop(),
-        _ => None,
-    }
+    let value = match s.get("const") {
+        Some(c) => c.to_value(),
+        None => match s.get("enum").map(Node::to_value) {
+            Some(Value::Array(mut values)) if values.len() == 1 => values.pop()?,
+            _ => return None,
+        },
+    };
+    // A null is how an argument says "not sent"; a parameter whose only
+    // value is null stays an argument rather than becoming an empty one.
+    (!value.is_null()).then_some(value)
 }
 
 fn encoding_of(media: &str) -> BodyEncoding {

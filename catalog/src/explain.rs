@@ -36,10 +36,17 @@
 //! * for the raw request tool, the arguments passed through.
 //!
 //! Arguments that are explicitly `null` are treated like absent ones.
+//!
+//! Constant parameters ([`crate::model::ConstantParam`]: required header
+//! or query parameters with one allowed value) are not arguments: the
+//! program sends their value as a literal, and a comment line above it
+//! names each one.
 
 use std::fmt::Write as _;
 
-use crate::model::{BodySource, ParamBinding, ParamLocation, ParamStyle, RequestPlan};
+use crate::model::{
+    BodySource, ConstantParam, ParamBinding, ParamLocation, ParamStyle, RequestPlan,
+};
 
 /// jq keywords, which cannot follow `.` as a bare field name.
 const KEYWORDS: &[&str] = &[
@@ -65,11 +72,27 @@ pub fn request_jq(plan: &RequestPlan) -> String {
         return out;
     }
 
+    for c in &plan.constants {
+        let _ = writeln!(
+            out,
+            "# {} {} is always {}: the only value the document allows, so not an argument.",
+            loc_name(c.location),
+            c.name.replace('\n', " "),
+            c.value
+        );
+    }
     let in_loc = |loc: ParamLocation| -> Vec<&ParamBinding> {
         plan.params.iter().filter(|p| p.location == loc).collect()
     };
+    let fixed = |loc: ParamLocation| -> Vec<&ConstantParam> {
+        plan.constants
+            .iter()
+            .filter(|c| c.location == loc)
+            .collect()
+    };
     let (headers, cookies) = (in_loc(ParamLocation::Header), in_loc(ParamLocation::Cookie));
-    if !headers.is_empty() || !cookies.is_empty() {
+    let (fixed_query, fixed_headers) = (fixed(ParamLocation::Query), fixed(ParamLocation::Header));
+    if !headers.is_empty() || !cookies.is_empty() || !fixed_headers.is_empty() {
         out.push_str(
             "def wire: if type == \"array\" then join(\",\") \
              elif type == \"object\" then to_entries | map(\"\\(.key),\\(.value)\") | join(\",\") \
@@ -83,9 +106,13 @@ pub fn request_jq(plan: &RequestPlan) -> String {
     let _ = writeln!(
         out,
         "  query: {},",
-        query_expr(&in_loc(ParamLocation::Query))
+        with_constants(query_expr(&in_loc(ParamLocation::Query)), &fixed_query)
     );
-    let _ = writeln!(out, "  headers: {},", strings_expr(&headers));
+    let _ = writeln!(
+        out,
+        "  headers: {},",
+        with_constants(strings_expr(&headers), &fixed_headers)
+    );
     let _ = write!(out, "  cookies: {}", strings_expr(&cookies));
     if let Some(body) = &plan.body {
         let expr = match &body.source {
@@ -182,6 +209,39 @@ fn strings_expr(params: &[&ParamBinding]) -> String {
         .map(|p| (string(&p.name), field(&p.arg)))
         .collect();
     compact_object(&pairs, " | .value |= wire")
+}
+
+fn loc_name(location: ParamLocation) -> &'static str {
+    match location {
+        ParamLocation::Path => "path parameter",
+        ParamLocation::Query => "query parameter",
+        ParamLocation::Header => "header",
+        ParamLocation::Cookie => "cookie",
+    }
+}
+
+/// `expr` with the constants added as literals (JSON is jq). Header
+/// values go through `wire` like argument ones.
+fn with_constants(expr: String, constants: &[&ConstantParam]) -> String {
+    if constants.is_empty() {
+        return expr;
+    }
+    let pairs: Vec<(String, String)> = constants
+        .iter()
+        .map(|c| {
+            let literal = c.value.to_string();
+            match c.location {
+                ParamLocation::Header => (string(&c.name), format!("({literal} | wire)")),
+                _ => (string(&c.name), literal),
+            }
+        })
+        .collect();
+    let constants = object(&pairs);
+    if expr == "{}" {
+        constants
+    } else {
+        format!("({expr} + {constants})")
+    }
 }
 
 /// `({k: v, ...} | with_entries(select(.value != null)<then>))`, or `{}`.
@@ -311,6 +371,7 @@ mod tests {
                     },
                 ],
             }),
+            constants: vec![],
             raw: false,
         }
     }
@@ -388,6 +449,7 @@ mod tests {
                 param("if", "x-if", ParamLocation::Header, false),
                 param("odd-arg", "Odd", ParamLocation::Header, false),
             ],
+            constants: vec![],
             body: None,
             raw: false,
         };
@@ -405,11 +467,43 @@ mod tests {
     }
 
     #[test]
+    fn constants_are_sent_as_literals_and_named_in_a_comment() {
+        let constant = |name: &str, location, value| ConstantParam {
+            name: name.into(),
+            location,
+            style: ParamStyle::Simple,
+            explode: false,
+            value,
+        };
+        let mut plan = pet_plan();
+        plan.constants = vec![
+            constant("X-Api-Version", ParamLocation::Header, json!(2)),
+            constant("format", ParamLocation::Query, json!("json")),
+        ];
+        let src = request_jq(&plan);
+        assert!(
+            src.contains("# header X-Api-Version is always 2: the only value the document allows"),
+            "{src}"
+        );
+        let out = run(&plan, json!({"storeId": 1, "petId": 2, "requestId": "r"}));
+        assert_eq!(
+            out["headers"],
+            json!({"X-Request-Id": "r", "X-Api-Version": "2"})
+        );
+        assert_eq!(out["query"], json!({"format": "json"}));
+        plan.params.clear();
+        plan.path = "/pets".into();
+        let out = run(&plan, json!({}));
+        assert_eq!(out["headers"], json!({"X-Api-Version": "2"}));
+    }
+
+    #[test]
     fn raw_tool_passes_arguments_through() {
         let plan = RequestPlan {
             method: "*".into(),
             path: "/".into(),
             params: vec![],
+            constants: vec![],
             body: None,
             raw: true,
         };

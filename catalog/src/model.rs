@@ -330,6 +330,9 @@ pub struct RequestPlan {
     /// Arguments that become path, query, header or cookie parameters.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub params: Vec<ParamBinding>,
+    /// Parameters sent with every request, which are not arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constants: Vec<ConstantParam>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<BodyPlan>,
     /// Set only on the raw request tool: the arguments are
@@ -364,6 +367,22 @@ pub enum ParamLocation {
     Query,
     Header,
     Cookie,
+}
+
+/// A parameter the plan always sends with one value, because the document
+/// allows no other: a required header or query parameter whose schema is a
+/// `const` or an `enum` of one value. Asking an agent for it would only
+/// invite a wrong value, so it is not an argument.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConstantParam {
+    /// Parameter name on the wire.
+    pub name: String,
+    #[serde(rename = "in")]
+    pub location: ParamLocation,
+    pub style: ParamStyle,
+    pub explode: bool,
+    pub value: Value,
 }
 
 /// OpenAPI 3 serialization styles.

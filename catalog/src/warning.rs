@@ -48,6 +48,9 @@ pub enum WarningCode {
     SchemaKeywordDropped,
     /// A `pattern` that is not a valid ECMA-262 regex was dropped.
     PatternDropped,
+    /// A request body written `required: false` has required properties;
+    /// they were not made required arguments.
+    OptionalBodyRequiredProperties,
     /// A code this version does not know, as read.
     ///
     /// NB: catalogs cross versions (an operator publishes, a gateway of
@@ -60,7 +63,7 @@ pub enum WarningCode {
 
 impl WarningCode {
     /// The codes the compiler makes, for [`WarningCode::parse`].
-    const KNOWN: [WarningCode; 8] = [
+    const KNOWN: [WarningCode; 9] = [
         WarningCode::OverlayTargetUnmatched,
         WarningCode::PathParameterUnused,
         WarningCode::SchemaTooDeep,
@@ -69,6 +72,7 @@ impl WarningCode {
         WarningCode::DanglingRef,
         WarningCode::SchemaKeywordDropped,
         WarningCode::PatternDropped,
+        WarningCode::OptionalBodyRequiredProperties,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -81,6 +85,7 @@ impl WarningCode {
             Self::DanglingRef => "DanglingRef",
             Self::SchemaKeywordDropped => "SchemaKeywordDropped",
             Self::PatternDropped => "PatternDropped",
+            Self::OptionalBodyRequiredProperties => "OptionalBodyRequiredProperties",
             Self::Other(code) => code,
         }
     }

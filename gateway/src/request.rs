@@ -145,6 +145,30 @@ pub fn build(
             }
         }
     }
+    // Constants are not arguments, so an argument error cannot name one:
+    // a value the document itself gives that fails here is the plan's.
+    for c in &plan.constants {
+        match c.location {
+            ParamLocation::Path => {}
+            ParamLocation::Query => {
+                serialize_query(&c.name, &c.value, c.style, c.explode, false, &mut query)
+            }
+            ParamLocation::Header => {
+                let text = simple_style(&c.value, c.explode);
+                let h = header(&c.name, &c.name, &text).map_err(|e| match e {
+                    RequestError::Argument { message, .. } => {
+                        RequestError::Plan(format!("constant header {}: {message}", c.name))
+                    }
+                    plan => plan,
+                })?;
+                headers.push(h);
+            }
+            ParamLocation::Cookie => {
+                let text = simple_style(&c.value, c.explode);
+                cookies.push(format!("{}={}", c.name, encode(&text, STRICT)));
+            }
+        }
+    }
     if !cookies.is_empty() {
         headers.push(header("cookie", "cookie", &cookies.join("; "))?);
     }

@@ -110,6 +110,60 @@ fn explain_prints_a_jq_request_program() {
 }
 
 #[test]
+fn explain_names_constants_and_lint_warns_of_optional_bodies() {
+    let dir = tempdir();
+    let spec = dir.join("api.yaml");
+    std::fs::write(
+        &spec,
+        r#"openapi: 3.0.3
+info: {title: Versions, version: "1"}
+paths:
+  /pets:
+    post:
+      operationId: addPet
+      parameters:
+        - {name: X-Api-Version, in: header, required: true, schema: {type: string, enum: ["2024-01-01"]}}
+      requestBody:
+        required: false
+        content:
+          application/json:
+            schema: {type: object, required: [name], properties: {name: {type: string}}}
+      responses: {"201": {description: created}}
+"#,
+    )
+    .unwrap();
+    let spec = spec.to_str().unwrap();
+    let r = toolgate(&[
+        "compile",
+        "--spec",
+        spec,
+        "--prefix",
+        "t",
+        "--explain",
+        "t__add_pet",
+    ]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let jq = text(&r.stdout);
+    assert!(
+        jq.contains("# header X-Api-Version is always \"2024-01-01\": the only value the document allows, so not an argument."),
+        "{jq}"
+    );
+    assert!(
+        jq.contains("\"X-Api-Version\": (\"2024-01-01\" | wire)"),
+        "{jq}"
+    );
+
+    let r = toolgate(&["lint", "--spec", spec, "--prefix", "t"]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let out = text(&r.stdout);
+    assert!(out.contains("OptionalBodyRequiredProperties"), "{out}");
+    assert!(
+        out.contains("/paths/~1pets/post/requestBody/required"),
+        "{out}"
+    );
+}
+
+#[test]
 fn bad_input_exits_non_zero_naming_the_file_and_pointer() {
     let dir = tempdir();
     let spec = dir.join("bad.yaml");

@@ -1,15 +1,51 @@
 //! MCP annotations and descriptions from the operation.
 //!
-//! Defaults: `title` from `summary`; `readOnlyHint` for GET/HEAD/OPTIONS/
+//! Defaults: `title` from `summary` (see [`Site`] for the fallbacks);
+//! `readOnlyHint` for GET/HEAD/OPTIONS/
 //! TRACE; `destructiveHint` for DELETE, PUT and PATCH (they replace or
 //! remove state); `idempotentHint` for GET/HEAD/OPTIONS/TRACE/PUT/DELETE;
 //! `openWorldHint` always (every tool talks to an external system).
 //! `x-mcp-annotations` overrides any of them.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
+use super::html;
 use crate::model::ToolAnnotations;
 use crate::options::NamingOptions;
+
+/// Where an operation sits, for the fallbacks of its texts: an empty
+/// operation `summary` or `description` is taken from its path item, and
+/// with neither anywhere the tool is described (and titled) `METHOD /path`.
+/// Document text is reduced to plain text ([`html::to_text`]) before any
+/// length limit applies.
+pub struct Site<'a> {
+    pub operation: &'a Value,
+    pub path_item: Option<&'a Value>,
+    /// Upper case.
+    pub method: &'a str,
+    /// Without `#fragment`.
+    pub path: &'a str,
+}
+
+impl<'a> Site<'a> {
+    fn text(&self, key: &str) -> Option<Cow<'a, str>> {
+        let own = |v: Option<&'a Value>| {
+            let s = v?.get(key)?.as_str()?.trim();
+            let s = match html::to_text(s) {
+                Cow::Borrowed(b) => Cow::Borrowed(b),
+                Cow::Owned(o) => Cow::Owned(o.trim().to_string()),
+            };
+            (!s.is_empty()).then_some(s)
+        };
+        own(Some(self.operation)).or_else(|| own(self.path_item))
+    }
+
+    fn method_and_path(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
 
 fn safe(method: &str) -> bool {
     matches!(method, "GET" | "HEAD" | "OPTIONS" | "TRACE")
@@ -29,14 +65,13 @@ pub fn is_read_only(method: &str, op: &Map<String, Value>) -> bool {
     }
 }
 
-pub fn annotations(method: &str, op: &Value) -> Result<ToolAnnotations, String> {
+pub fn annotations(site: &Site<'_>) -> Result<ToolAnnotations, String> {
+    let (method, op) = (site.method, site.operation);
     let mut a = ToolAnnotations {
-        title: op
-            .get("summary")
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from),
+        title: Some(
+            site.text("summary")
+                .map_or_else(|| site.method_and_path(), Cow::into_owned),
+        ),
         read_only_hint: Some(safe(method)),
         destructive_hint: Some(matches!(method, "DELETE" | "PUT" | "PATCH")),
         idempotent_hint: Some(safe(method) || matches!(method, "PUT" | "DELETE")),
@@ -80,24 +115,24 @@ pub fn annotations(method: &str, op: &Value) -> Result<ToolAnnotations, String> 
     Ok(a)
 }
 
-/// `x-mcp-description`, else summary and description combined, truncated
-/// per `descriptionMaxLength`. `None` when the operation says nothing.
-pub fn description(op: &Value, naming: &NamingOptions) -> Option<String> {
-    let get = |k: &str| {
-        op.get(k)
-            .and_then(Value::as_str)
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-    };
-    let text = if let Some(d) = get("x-mcp-description") {
+/// `x-mcp-description` as written, else summary and description combined
+/// (each falling back per [`Site`]), truncated per `descriptionMaxLength`.
+pub fn description(site: &Site<'_>, naming: &NamingOptions) -> Option<String> {
+    let op = site.operation;
+    let own = op
+        .get("x-mcp-description")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let text = if let Some(d) = own {
         d.to_string()
     } else {
-        match (get("summary"), get("description")) {
-            (Some(s), Some(d)) if d.starts_with(s) => d.to_string(),
+        match (site.text("summary"), site.text("description")) {
+            (Some(s), Some(d)) if d.starts_with(s.as_ref()) => d.into_owned(),
             (Some(s), Some(d)) => format!("{s}\n\n{d}"),
-            (Some(s), None) => s.to_string(),
-            (None, Some(d)) => d.to_string(),
-            (None, None) => return None,
+            (Some(s), None) => s.into_owned(),
+            (None, Some(d)) => d.into_owned(),
+            (None, None) => site.method_and_path(),
         }
     };
     let text = if op.get("deprecated") == Some(&Value::Bool(true)) {

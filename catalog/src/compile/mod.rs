@@ -11,6 +11,7 @@
 
 mod annotate;
 mod dry_run;
+mod html;
 mod meta;
 pub mod naming;
 mod node;
@@ -467,6 +468,7 @@ fn raw_request_tool(name: String, method: &str) -> Tool {
             method: method.into(),
             path: "/".into(),
             params: vec![],
+            constants: vec![],
             body: None,
             raw: true,
         },

@@ -22,8 +22,8 @@ use serde_json::Value;
 use super::node::{object, Node, Object};
 use super::schema::{flat_property_names, is_object_schema, take_flat, Dir, SchemaConverter};
 use crate::model::{
-    BodyEncoding, BodyPlan, BodySource, FieldBinding, ParamBinding, ParamLocation, ParamStyle,
-    RequestPlan,
+    BodyEncoding, BodyPlan, BodySource, ConstantParam, FieldBinding, ParamBinding, ParamLocation,
+    ParamStyle, RequestPlan, Warning, WarningCode,
 };
 use crate::options::{BodyMode, CompileOptions};
 use crate::spec::{resolve, Document, OperationSite};
@@ -253,6 +253,26 @@ fn collect_params<'d>(
     Ok(params)
 }
 
+/// The one value a parameter's schema allows (`const`, or an `enum` of one
+/// value), for a required header or query parameter; such a parameter is
+/// sent by the plan, not asked of the agent.
+fn constant_value(p: &Param<'_>) -> Option<Value> {
+    if !p.required || !matches!(p.location, ParamLocation::Header | ParamLocation::Query) {
+        return None;
+    }
+    let s = p.schema.resolved();
+    let value = match s.get("const") {
+        Some(c) => c.to_value(),
+        None => match s.get("enum").map(Node::to_value) {
+            Some(Value::Array(mut values)) if values.len() == 1 => values.pop()?,
+            _ => return None,
+        },
+    };
+    // A null is how an argument says "not sent"; a parameter whose only
+    // value is null stays an argument rather than becoming an empty one.
+    (!value.is_null()).then_some(value)
+}
+
 fn encoding_of(media: &str) -> BodyEncoding {
     let m = media
         .split(';')
@@ -305,7 +325,18 @@ pub fn arguments<'d>(
     let mut properties = object(0);
     let mut required: Vec<String> = Vec::new();
     let mut bindings = Vec::new();
+    let mut constants = Vec::new();
     for p in params {
+        if let Some(value) = constant_value(&p) {
+            constants.push(ConstantParam {
+                name: p.name,
+                location: p.location,
+                style: p.style,
+                explode: p.explode,
+                value,
+            });
+            continue;
+        }
         let mut arg = p.name.clone();
         if properties.contains_key(arg.as_str()) {
             arg = format!("{}_{}", p.name, loc_str(p.location));
@@ -332,7 +363,10 @@ pub fn arguments<'d>(
         });
     }
     for extra in &options.tools.extra_parameters {
-        if properties.contains_key(extra.name.as_str()) {
+        let constant = constants
+            .iter()
+            .any(|c| c.name == extra.name && c.location == extra.location);
+        if constant || properties.contains_key(extra.name.as_str()) {
             continue; // the operation declares it itself
         }
         let mut schema = Node::from(
@@ -369,7 +403,12 @@ pub fn arguments<'d>(
         Some(rb) => {
             let (rb, at) = resolve(doc, rb, &format!("{}/requestBody", site.pointer))
                 .map_err(|e| Invalid(e.to_string()))?;
-            request_body(rb, &at, conv, options, &mut properties, &mut required)?
+            let chosen = chosen_media_type(site)?;
+            let target = BodyTarget {
+                properties: &mut properties,
+                required: &mut required,
+            };
+            request_body(doc, rb, &at, chosen, conv, options, target)?
         }
     };
 
@@ -394,40 +433,160 @@ pub fn arguments<'d>(
             method: method.to_string(),
             path: site.path.split('#').next().unwrap_or(site.path).to_string(),
             params: bindings,
+            constants,
             body,
             raw: false,
         },
     })
 }
 
+/// Where a body's arguments go: the tool's top-level properties and
+/// required list.
+struct BodyTarget<'a, 'd> {
+    properties: &'a mut Object<'d>,
+    required: &'a mut Vec<String>,
+}
+
+/// The media type an overlay or the document chose with the operation
+/// extension `x-mcp-request-content-type`, and where it is written.
+struct ChosenMediaType<'d> {
+    media: &'d str,
+    pointer: String,
+}
+
+fn chosen_media_type<'d>(site: &OperationSite<'d>) -> Result<Option<ChosenMediaType<'d>>, Invalid> {
+    let pointer = format!("{}/x-mcp-request-content-type", site.pointer);
+    match site.operation.get("x-mcp-request-content-type") {
+        None => Ok(None),
+        Some(Value::String(media)) => Ok(Some(ChosenMediaType { media, pointer })),
+        Some(v) => Err(Invalid(format!(
+            "{pointer} is {v}; expected a media type of the operation's requestBody.content"
+        ))),
+    }
+}
+
+/// The JSON shape a request body schema declares, as far as its top level
+/// (after `$ref`s) tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Object,
+    Array,
+    Other,
+    Unknown,
+}
+
+fn shape(doc: &Document, schema: Option<&Value>, at: &str) -> Shape {
+    let Some(schema) = schema else {
+        return Shape::Unknown;
+    };
+    let Ok((s, _)) = resolve(doc, schema, at) else {
+        return Shape::Unknown;
+    };
+    match s.get("type") {
+        Some(Value::String(t)) => match t.as_str() {
+            "object" => Shape::Object,
+            "array" => Shape::Array,
+            _ => Shape::Other,
+        },
+        Some(_) => Shape::Unknown,
+        None if s.get("properties").is_some() => Shape::Object,
+        None if s.get("items").is_some() => Shape::Array,
+        None => Shape::Unknown,
+    }
+}
+
+/// Rank of a media type for a body (lower is preferred): JSON, then form,
+/// then multipart, then anything else; among JSON types `application/json`,
+/// then `application/merge-patch+json`, then the others. A type whose shape
+/// the schema cannot have comes after every type it can: a JSON Patch
+/// (`application/json-patch+json`, RFC 6902) is always an array, so an
+/// object body is never sent as one.
+fn media_rank(media: &str, shape: Shape) -> (bool, u8, u8) {
+    let base = media
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let json_patch = base == "application/json-patch+json";
+    let misfit = json_patch && !matches!(shape, Shape::Array | Shape::Unknown);
+    let encoding = match encoding_of(media) {
+        BodyEncoding::Json => 0,
+        BodyEncoding::Form => 1,
+        BodyEncoding::Multipart => 2,
+        BodyEncoding::Raw => 3,
+    };
+    let within = match base.as_str() {
+        "application/json" => 0,
+        "application/merge-patch+json" => 1,
+        _ if json_patch => 3,
+        _ => 2,
+    };
+    (misfit, encoding, within)
+}
+
+/// Picks the body's media type: the one `x-mcp-request-content-type` names,
+/// else the best ranked ([`media_rank`]), the first listed among equals.
+fn pick_media_type<'d>(
+    doc: &Document,
+    content: &'d serde_json::Map<String, Value>,
+    at: &str,
+    chosen: Option<ChosenMediaType<'_>>,
+) -> Result<Option<(&'d String, &'d Value)>, Invalid> {
+    if let Some(ChosenMediaType { media, pointer }) = chosen {
+        return match content.iter().find(|(m, _)| m.as_str() == media) {
+            Some(pick) => Ok(Some(pick)),
+            None => {
+                let offered: Vec<&str> = content.keys().map(String::as_str).collect();
+                Err(Invalid(format!(
+                    "{pointer} is {media:?}, which is not a media type of {at}/content (it has {offered:?})"
+                )))
+            }
+        };
+    }
+    Ok(content.iter().min_by_key(|(m, obj)| {
+        let ptr = format!("{at}/content/{}/schema", crate::spec::escape_pointer(m));
+        media_rank(m, shape(doc, obj.get("schema"), &ptr))
+    }))
+}
+
+/// Whether a converted schema requires properties at its top level
+/// (`required`, or in an `allOf` part).
+fn requires_properties(s: &Node<'_>) -> bool {
+    let s = s.resolved();
+    let listed = match s.get("required").map(Node::resolved) {
+        Some(Node::Leaf(v)) => v.as_array().is_some_and(|a| !a.is_empty()),
+        Some(Node::Array(a)) => !a.is_empty(),
+        _ => false,
+    };
+    listed
+        || matches!(s.get("allOf").map(Node::resolved),
+            Some(Node::Array(parts)) if parts.iter().any(requires_properties))
+}
+
 fn request_body<'d>(
+    doc: &'d Document,
     rb: &'d Value,
     at: &str,
+    chosen: Option<ChosenMediaType<'_>>,
     conv: &mut SchemaConverter<'d>,
     options: &CompileOptions,
-    properties: &mut Object<'d>,
-    required: &mut Vec<String>,
+    target: BodyTarget<'_, 'd>,
 ) -> Result<Option<BodyPlan>, Invalid> {
+    let BodyTarget {
+        properties,
+        required,
+    } = target;
     let Some(content) = rb.get("content").and_then(Value::as_object) else {
         return Ok(None);
     };
     if content.is_empty() {
         return Ok(None);
     }
-    // Preference: JSON, then form, then multipart, then the first listed.
-    let pick = [
-        BodyEncoding::Json,
-        BodyEncoding::Form,
-        BodyEncoding::Multipart,
-        BodyEncoding::Raw,
-    ]
-    .iter()
-    .find_map(|enc| content.iter().find(|(m, _)| encoding_of(m) == *enc));
-    let Some((media, media_obj)) = pick else {
+    let Some((media, media_obj)) = pick_media_type(doc, content, at, chosen)? else {
         return Ok(None);
     };
     let encoding = encoding_of(media);
-    let body_required = rb.get("required").and_then(Value::as_bool).unwrap_or(false);
     let media_ptr = format!("{at}/content/{}", crate::spec::escape_pointer(media));
     let mut schema = match media_obj.get("schema") {
         Some(s) => conv.convert(s, &format!("{media_ptr}/schema"), Dir::Request),
@@ -506,6 +665,8 @@ fn request_body<'d>(
         _ => {}
     }
 
+    let body_required = body_required(rb, at, &schema, conv);
+
     let mergeable = matches!(
         encoding,
         BodyEncoding::Json | BodyEncoding::Form | BodyEncoding::Multipart
@@ -562,6 +723,29 @@ fn request_body<'d>(
         binary_fields,
         base64,
     }))
+}
+
+/// Whether the body is required. OpenAPI's default is `false`, but a
+/// document that lists required properties and says nothing about the body
+/// nearly always means them to be sent (an upstream answers 400 without
+/// them), and an optional body would hide them from the agent. So only an
+/// explicit `required: false` keeps such a body optional, with a warning:
+/// its required properties then bind only when a body is sent.
+fn body_required(rb: &Value, at: &str, schema: &Node<'_>, conv: &mut SchemaConverter<'_>) -> bool {
+    let declared = rb.get("required").and_then(Value::as_bool);
+    let requires = requires_properties(schema);
+    if declared == Some(false) && requires {
+        conv.warnings.push(Warning {
+            code: WarningCode::OptionalBodyRequiredProperties,
+            message: "the request body is declared `required: false` but its schema has required \
+                      properties; a call may leave them out (they bind only when a body is sent)"
+                .to_string(),
+            at: Some(crate::model::Location::Document {
+                pointer: format!("{at}/required"),
+            }),
+        });
+    }
+    declared.unwrap_or(requires)
 }
 
 fn nest<'d>(

@@ -173,8 +173,14 @@ pub(super) fn build_tool<'d>(
         })
         .collect();
 
-    let description = annotate::description(op, &options.naming);
-    let annotations = annotate::annotations(method, op).map_err(invalid)?;
+    let text_site = annotate::Site {
+        operation: op,
+        path_item: doc.root.pointer(&site.path_item_pointer),
+        method,
+        path: &args.plan.path,
+    };
+    let description = annotate::description(&text_site, &options.naming);
+    let annotations = annotate::annotations(&text_site).map_err(invalid)?;
     bytes.tools += 1;
     Ok(Tool {
         name: draft.name.clone(),

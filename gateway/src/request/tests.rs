@@ -23,6 +23,7 @@ fn plan(path: &str, params: Vec<ParamBinding>) -> RequestPlan {
         method: "GET".into(),
         path: path.into(),
         params,
+        constants: vec![],
         body: None,
         raw: false,
     }

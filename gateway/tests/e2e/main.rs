@@ -22,6 +22,8 @@ mod demo;
 mod edge;
 /// Outbound token exchange (RFC 8693) on behalf of the caller.
 mod exchange;
+/// Issue 13's compile rules as the client and the upstream see them.
+mod fidelity;
 /// Inbound authentication against the test identity provider.
 mod inbound;
 /// Before rmcp: Host, body limit, JSON-RPC errors, the session cap.

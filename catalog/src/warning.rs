@@ -48,6 +48,15 @@ pub enum WarningCode {
     SchemaKeywordDropped,
     /// A `pattern` that is not a valid ECMA-262 regex was dropped.
     PatternDropped,
+    /// Under `conflictResolution: qualify`, an operation's tool name was
+    /// shared with another and is qualified.
+    NameQualified,
+    /// A `{variable}` of the server URL has no default; it stays in the
+    /// base URL as written.
+    ServerVariableWithoutDefault,
+    /// A GET, HEAD or DELETE operation declares a request body, which
+    /// servers and proxies may ignore or refuse.
+    RequestBodyOnMethod,
     /// A code this version does not know, as read.
     ///
     /// NB: catalogs cross versions (an operator publishes, a gateway of
@@ -60,7 +69,7 @@ pub enum WarningCode {
 
 impl WarningCode {
     /// The codes the compiler makes, for [`WarningCode::parse`].
-    const KNOWN: [WarningCode; 8] = [
+    const KNOWN: [WarningCode; 11] = [
         WarningCode::OverlayTargetUnmatched,
         WarningCode::PathParameterUnused,
         WarningCode::SchemaTooDeep,
@@ -69,6 +78,9 @@ impl WarningCode {
         WarningCode::DanglingRef,
         WarningCode::SchemaKeywordDropped,
         WarningCode::PatternDropped,
+        WarningCode::NameQualified,
+        WarningCode::ServerVariableWithoutDefault,
+        WarningCode::RequestBodyOnMethod,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -81,6 +93,9 @@ impl WarningCode {
             Self::DanglingRef => "DanglingRef",
             Self::SchemaKeywordDropped => "SchemaKeywordDropped",
             Self::PatternDropped => "PatternDropped",
+            Self::NameQualified => "NameQualified",
+            Self::ServerVariableWithoutDefault => "ServerVariableWithoutDefault",
+            Self::RequestBodyOnMethod => "RequestBodyOnMethod",
             Self::Other(code) => code,
         }
     }

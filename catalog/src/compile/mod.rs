@@ -11,6 +11,7 @@
 
 mod annotate;
 mod dry_run;
+mod findings;
 mod meta;
 pub mod naming;
 mod node;
@@ -376,6 +377,7 @@ fn compile_document(
             ));
             continue;
         }
+        warnings.extend(findings::body_on_method(&draft.site, &draft.method));
         match build_tool(doc, &draft, &mut conv, &mut dry_runs, &mut bytes, options) {
             Ok(tool) => tools.push(tool),
             Err(ToolFail::Reject(r)) => rejected.push(*r),
@@ -387,6 +389,13 @@ fn compile_document(
         tools.push(raw_request_tool(name, "*"));
     }
     warnings.append(&mut conv.warnings);
+    warnings.extend(findings::server_variables(doc));
+    // Said against the document as written, not its 3.0 conversion.
+    for w in &mut warnings {
+        if let Some(crate::model::Location::Document { pointer }) = &mut w.at {
+            *pointer = doc.origins.original(pointer);
+        }
+    }
 
     let mut out = UpstreamCatalog {
         prefix: prefix.to_string(),

@@ -519,6 +519,19 @@ impl<'d> SchemaConverter<'d> {
                         Node::owned(Value::Array(vec![v.clone()])),
                     );
                 }
+                // Only arrays have items to be unique; on anything else
+                // the keyword asserts nothing, and its author likely meant
+                // an array.
+                "uniqueItems" if !may_be_array(obj.get("type")) => {
+                    self.warn_once(
+                        format!("uniqueItems:{}", self.ptr),
+                        WarningCode::SchemaKeywordDropped,
+                        format!(
+                            "`uniqueItems` on a schema of type {} has no effect; dropped",
+                            obj.get("type").unwrap_or(&Value::Null)
+                        ),
+                    );
+                }
                 _ if scalar_keyword_ok(key, v) => {
                     out.insert(Cow::Borrowed(key.as_str()), Node::borrowed(v));
                 }
@@ -606,6 +619,19 @@ fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
             })
         }),
         _ => false,
+    }
+}
+
+/// Whether a schema with this `type` can be an array: no type, an invalid
+/// one (which is dropped), or one naming `array`.
+fn may_be_array(t: Option<&Value>) -> bool {
+    let Some(t) = t.filter(|t| convert_type(t).is_some()) else {
+        return true;
+    };
+    match t {
+        Value::String(s) => s == "array",
+        Value::Array(a) => a.iter().any(|x| x == "array"),
+        _ => true,
     }
 }
 

@@ -72,3 +72,38 @@ pub fn body_on_method(site: &OperationSite<'_>, method: &str) -> Option<Warning>
         }),
     })
 }
+
+/// What `toolgate lint` reports on; see [`lint_upstream`].
+#[derive(Debug, Clone)]
+pub struct Linted {
+    pub catalog: crate::UpstreamCatalog,
+    /// The conflicts `conflictResolution: error` refused the document for;
+    /// `catalog` is then what `qualify` makes of it.
+    pub refused: Option<crate::NameConflicts>,
+}
+
+/// Compiles as [`super::compile_upstream`] does, except that name
+/// conflicts under `conflictResolution: error` are a finding rather than
+/// the end: they are returned with the catalog `qualify` makes, so a lint
+/// lists them and still reports on every operation.
+pub fn lint_upstream(src: &super::UpstreamSource<'_>) -> Result<Linted, crate::CompileError> {
+    match super::compile_upstream(src) {
+        Ok(catalog) => Ok(Linted {
+            catalog,
+            refused: None,
+        }),
+        Err(crate::CompileError::NameConflict(conflicts)) => {
+            let mut options = src.options.clone();
+            options.naming.conflict_resolution = crate::ConflictResolution::Qualify;
+            let catalog = super::compile_upstream(&super::UpstreamSource {
+                options: &options,
+                ..*src
+            })?;
+            Ok(Linted {
+                catalog,
+                refused: Some(conflicts),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}

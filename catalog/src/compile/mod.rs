@@ -31,6 +31,7 @@ use crate::options::{CompileOptions, ConflictResolution};
 use crate::overlay::Overlay;
 use crate::spec::{self, Document, OperationSite};
 use dry_run::DryRuns;
+pub use findings::{lint_upstream, Linted};
 use naming::{Candidate, NameSource};
 use schema::SchemaConverter;
 use tool::{build_tool, SchemaBytes, ToolFail};

@@ -145,7 +145,18 @@ fn swagger_2_warnings_point_at_the_document_as_written() {
                 "responses": {"200": {"description": "ok"}}}}},
         "definitions": {"Pet": {"type": "object", "properties": {
             "name": {"type": "string", "pattern": "(["},
-            "id": {"type": "integer", "uniqueItems": true}}}}}));
+            "id": {"type": "integer", "uniqueItems": true},
+            "parent": {"$ref": "#/definitions/Pet"}}}}}));
+    let cycle = u
+        .warnings
+        .iter()
+        .find(|w| w.code == WarningCode::CircularRef)
+        .expect("the cycle through parent is cut");
+    assert!(
+        cycle.message.contains("#/definitions/Pet "),
+        "{}",
+        cycle.message
+    );
     let mut pointers: Vec<String> = u
         .warnings
         .iter()
@@ -158,6 +169,7 @@ fn swagger_2_warnings_point_at_the_document_as_written() {
     assert_eq!(
         pointers,
         [
+            "CircularRef /definitions/Pet/properties/parent",
             "PatternDropped /definitions/Pet/properties/name/pattern",
             "PatternDropped /paths/~1form/post/parameters/1/pattern",
             "PatternDropped /paths/~1pets/post/parameters/2/pattern",

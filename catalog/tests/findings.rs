@@ -140,9 +140,14 @@ fn swagger_2_warnings_point_at_the_document_as_written() {
                     {"name": "a", "in": "formData", "type": "string"},
                     {"name": "b", "in": "formData", "type": "string", "pattern": "(["}],
                 "responses": {"200": {"description": "ok"}}}},
+            "/global": {"post": {"operationId": "global",
+                "parameters": [{"$ref": "#/parameters/Filter"}],
+                "responses": {"200": {"description": "ok"}}}},
             "/search": {"get": {"operationId": "search",
                 "parameters": [{"name": "filter", "in": "body", "schema": {"type": "object"}}],
                 "responses": {"200": {"description": "ok"}}}}},
+        "parameters": {"Filter": {"name": "filter", "in": "body", "schema": {
+            "type": "object", "properties": {"q": {"type": "string", "pattern": "(["}}}}},
         "definitions": {"Pet": {"type": "object", "properties": {
             "name": {"type": "string", "pattern": "(["},
             "id": {"type": "integer", "uniqueItems": true},
@@ -171,6 +176,7 @@ fn swagger_2_warnings_point_at_the_document_as_written() {
         [
             "CircularRef /definitions/Pet/properties/parent",
             "PatternDropped /definitions/Pet/properties/name/pattern",
+            "PatternDropped /parameters/Filter/schema/properties/q/pattern",
             "PatternDropped /paths/~1form/post/parameters/1/pattern",
             "PatternDropped /paths/~1pets/post/parameters/2/pattern",
             "RequestBodyOnMethod /paths/~1search/get/parameters/0",

@@ -490,13 +490,13 @@ impl Converter {
             let mut kept = Vec::new();
             for (i, p) in std::mem::take(list).into_iter().enumerate() {
                 match self.classify(p) {
-                    Param::Body(b, _) if body.is_none() && form.is_empty() => {
+                    Param::Body(b, w) if body.is_none() && form.is_empty() => {
+                        body_at = Some(self.written_at(&w, format!("{at}/parameters/{i}")));
                         body = Some(b);
-                        body_at = Some(format!("{at}/parameters/{i}"));
                     }
-                    Param::Form(f, _) if body.is_none() => {
+                    Param::Form(f, w) if body.is_none() => {
+                        form_at.push(self.written_at(&w, format!("{at}/parameters/{i}")));
                         form.push(f);
-                        form_at.push(format!("{at}/parameters/{i}"));
                     }
                     // A second body, or body mixed with formData, is invalid
                     // 2.0: keep it as written so the operation is rejected.
@@ -516,13 +516,13 @@ impl Converter {
             form.iter().map(name).collect();
         for (p_at, p) in inherited {
             match p {
-                Param::Body(b, _) if body.is_none() && form.is_empty() => {
+                Param::Body(b, w) if body.is_none() && form.is_empty() => {
                     body = Some(b.clone());
-                    body_at = Some(p_at.clone());
+                    body_at = Some(self.written_at(w, p_at.clone()));
                 }
-                Param::Form(f, _) if body.is_none() && form_names.insert(name(f)) => {
+                Param::Form(f, w) if body.is_none() && form_names.insert(name(f)) => {
                     form.push(f.clone());
-                    form_at.push(p_at.clone());
+                    form_at.push(self.written_at(w, p_at.clone()));
                 }
                 _ => {}
             }
@@ -582,6 +582,29 @@ impl Converter {
             out.insert("requestBody".into(), rb);
         }
         Value::Object(out)
+    }
+
+    /// Where a body or formData parameter's content was written: the
+    /// global parameter a `$ref` names directly, else `here`.
+    fn written_at(&self, written: &Written, here: String) -> String {
+        let Written::Ref(r) = written else {
+            return here;
+        };
+        match r
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| global_name(r, "parameters"))
+        {
+            Some(n)
+                if self
+                    .parameters
+                    .get(&n)
+                    .is_some_and(|t| t.get("$ref").is_none()) =>
+            {
+                format!("/parameters/{}", escape_pointer(&n))
+            }
+            _ => here,
+        }
     }
 
     fn operation_servers(&self, schemes: &Value) -> Option<Value> {

@@ -223,3 +223,26 @@ fn qualify_is_read_from_settings_as_written() {
         serde_json::from_value(json!({"naming": {"conflictResolution": "qualify"}})).unwrap();
     assert_eq!(o.naming.conflict_resolution, ConflictResolution::Qualify);
 }
+
+#[test]
+fn lint_upstream_returns_the_conflicts_error_refuses_with_the_qualified_catalog() {
+    let spec = serde_json::to_vec(&document(&versions_and_groups())).unwrap();
+    let options = CompileOptions::default();
+    let src = UpstreamSource {
+        prefix: "t",
+        document: "test.json",
+        spec: &spec,
+        overlays: &[],
+        options: &options,
+    };
+    let linted = catalog::lint_upstream(&src).unwrap();
+    let refused = linted.refused.expect("error mode refuses the document");
+    assert_eq!(refused.conflicts.len(), 3, "{refused}");
+    let qualified = compile_with(&document(&versions_and_groups()), &qualify()).unwrap();
+    assert_eq!(linted.catalog.hash, qualified.hash);
+    // Without conflicts the lint is the compile.
+    let fine = serde_json::to_vec(&document(&versions_and_groups()[5..])).unwrap();
+    let linted = catalog::lint_upstream(&UpstreamSource { spec: &fine, ..src }).unwrap();
+    assert!(linted.refused.is_none());
+    assert_eq!(linted.catalog.tools.len(), 1);
+}

@@ -86,3 +86,62 @@ fn join(tokens: &[&str]) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_map_back_by_rule_and_moves_by_record() {
+        let mut o = Origins::swagger2();
+        o.record(
+            "/paths/~1a/post/requestBody/schema".into(),
+            "/paths/~1a/post/parameters/1/schema".into(),
+        );
+        // As the converter records a renumbered parameter.
+        o.record(
+            "/paths/~1a/post/parameters/1/schema".into(),
+            "/paths/~1a/post/parameters/2".into(),
+        );
+        o.record(
+            "/paths/~1a/post/parameters/1".into(),
+            "/paths/~1a/post/parameters/2".into(),
+        );
+        for (converted, written) in [
+            (
+                "/components/schemas/Pet/properties/a",
+                "/definitions/Pet/properties/a",
+            ),
+            (
+                "/components/parameters/Q/schema/pattern",
+                "/parameters/Q/pattern",
+            ),
+            (
+                "/components/responses/E/content/application~1json/schema/items",
+                "/responses/E/schema/items",
+            ),
+            (
+                "/paths/~1a/get/responses/200/content/application~1json/schema/x",
+                "/paths/~1a/get/responses/200/schema/x",
+            ),
+            (
+                "/paths/~1a/post/requestBody/content/application~1xml/schema/required",
+                "/paths/~1a/post/parameters/1/schema/required",
+            ),
+            (
+                "/paths/~1a/post/parameters/1/schema/enum",
+                "/paths/~1a/post/parameters/2/enum",
+            ),
+            (
+                "/paths/~1a/get/parameters/0/schema/enum",
+                "/paths/~1a/get/parameters/0/enum",
+            ),
+            ("/info/title", "/info/title"),
+        ] {
+            assert_eq!(o.original(converted), written, "{converted}");
+        }
+        // A 3.x document is not converted: pointers stay.
+        let p = "/components/schemas/Pet";
+        assert_eq!(Origins::default().original(p), p);
+    }
+}

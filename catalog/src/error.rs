@@ -176,22 +176,34 @@ pub struct NameConflict {
 
 impl std::error::Error for NameConflicts {}
 
+/// Conflicts the message of [`NameConflicts`] lists; the rest are counted.
+pub const SHOWN_CONFLICTS: usize = 20;
+
 impl fmt::Display for NameConflicts {
+    /// One conflict a line, at most [`SHOWN_CONFLICTS`], then the settings
+    /// that resolve them: a 55 KB single line helps nobody.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} tool name conflict(s): ", self.conflicts.len())?;
-        for (i, c) in self.conflicts.iter().enumerate() {
-            if i > 0 {
-                write!(f, "; ")?;
-            }
-            write!(
+        let n = self.conflicts.len();
+        let s = if n == 1 { "" } else { "s" };
+        writeln!(
+            f,
+            "{n} tool name conflict{s} (naming.conflictResolution: error):"
+        )?;
+        for c in self.conflicts.iter().take(SHOWN_CONFLICTS) {
+            writeln!(
                 f,
-                "{:?} from {} {} and {} {}",
+                "  {:?}: {} {} and {} {}",
                 c.name, c.first.0, c.first.1, c.second.0, c.second.1
             )?;
         }
+        if n > SHOWN_CONFLICTS {
+            writeln!(f, "  and {} more", n - SHOWN_CONFLICTS)?;
+        }
         write!(
             f,
-            " (set x-mcp-tool-name on one of them, or naming.conflictResolution)"
+            "set naming.conflictResolution: qualify (keeps every operation, qualifying the \
+             names), firstWins or skip; or name one operation of each pair with \
+             x-mcp-tool-name (an overlay can add it)"
         )
     }
 }

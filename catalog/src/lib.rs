@@ -58,7 +58,10 @@ pub mod transform;
 mod warning;
 
 pub use compile::naming;
-pub use compile::{compile_upstream, compile_upstream_with_limits, CompileLimits, UpstreamSource};
+pub use compile::{
+    compile_upstream, compile_upstream_with_limits, lint_upstream, CompileLimits, Linted,
+    UpstreamSource,
+};
 pub use error::{CompileError, NameConflicts, OverlayError, SpecError};
 pub use memory::release_freed_memory;
 pub use model::*;

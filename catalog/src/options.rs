@@ -107,6 +107,22 @@ pub enum ConflictResolution {
     FirstWins,
     /// Every operation involved in a conflict is rejected.
     Skip,
+    /// Every operation is kept: each colliding name is qualified by what
+    /// tells its holders apart (first tag, else API version or group path
+    /// segment, else method); see [`crate::naming::qualify`].
+    Qualify,
+}
+
+impl ConflictResolution {
+    /// The value as users write it (`firstWins`), for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConflictResolution::Error => "error",
+            ConflictResolution::FirstWins => "firstWins",
+            ConflictResolution::Skip => "skip",
+            ConflictResolution::Qualify => "qualify",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

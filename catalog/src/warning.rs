@@ -51,6 +51,15 @@ pub enum WarningCode {
     /// A request body written `required: false` has required properties;
     /// they were not made required arguments.
     OptionalBodyRequiredProperties,
+    /// Under `conflictResolution: qualify`, an operation's tool name was
+    /// shared with another and is qualified.
+    NameQualified,
+    /// A `{variable}` of the server URL has no default; it stays in the
+    /// base URL as written.
+    ServerVariableWithoutDefault,
+    /// A GET, HEAD or DELETE operation declares a request body, which
+    /// servers and proxies may ignore or refuse.
+    RequestBodyOnMethod,
     /// A code this version does not know, as read.
     ///
     /// NB: catalogs cross versions (an operator publishes, a gateway of
@@ -63,7 +72,7 @@ pub enum WarningCode {
 
 impl WarningCode {
     /// The codes the compiler makes, for [`WarningCode::parse`].
-    const KNOWN: [WarningCode; 9] = [
+    const KNOWN: [WarningCode; 12] = [
         WarningCode::OverlayTargetUnmatched,
         WarningCode::PathParameterUnused,
         WarningCode::SchemaTooDeep,
@@ -73,6 +82,9 @@ impl WarningCode {
         WarningCode::SchemaKeywordDropped,
         WarningCode::PatternDropped,
         WarningCode::OptionalBodyRequiredProperties,
+        WarningCode::NameQualified,
+        WarningCode::ServerVariableWithoutDefault,
+        WarningCode::RequestBodyOnMethod,
     ];
 
     pub fn as_str(&self) -> &str {
@@ -86,6 +98,9 @@ impl WarningCode {
             Self::SchemaKeywordDropped => "SchemaKeywordDropped",
             Self::PatternDropped => "PatternDropped",
             Self::OptionalBodyRequiredProperties => "OptionalBodyRequiredProperties",
+            Self::NameQualified => "NameQualified",
+            Self::ServerVariableWithoutDefault => "ServerVariableWithoutDefault",
+            Self::RequestBodyOnMethod => "RequestBodyOnMethod",
             Self::Other(code) => code,
         }
     }

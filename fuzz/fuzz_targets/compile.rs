@@ -20,6 +20,7 @@ fn options(bits: u8) -> CompileOptions {
     o.naming.conflict_resolution = match (bits >> 2) & 3 {
         1 => ConflictResolution::FirstWins,
         2 => ConflictResolution::Skip,
+        3 => ConflictResolution::Qualify,
         _ => ConflictResolution::Error,
     };
     o.schema.body_mode = match (bits >> 4) & 3 {

@@ -76,6 +76,10 @@ pub struct Compiled {
     /// The document: its path or URL.
     pub document: String,
     pub catalog: UpstreamCatalog,
+    /// For a lint ([`Sources::for_lint`]): the name conflicts
+    /// `conflictResolution: error` refused the document for; `catalog` is
+    /// then compiled with `qualify`.
+    pub refused: Option<catalog::NameConflicts>,
 }
 
 /// An upstream as served: its tools and how to reach it, replaced together.
@@ -86,6 +90,8 @@ struct Version {
     document: String,
     catalog: Arc<UpstreamCatalog>,
     runtime: UpstreamConfig,
+    /// See [`Compiled::refused`].
+    refused: Option<catalog::NameConflicts>,
 }
 
 /// One upstream's inputs, read.
@@ -115,21 +121,34 @@ impl Inputs {
         crate::snapshot::hex(&h.finalize())
     }
 
-    /// Compiles, off the async workers (it is CPU-bound).
-    async fn compile(self, prefix: String, strict: bool) -> Result<UpstreamCatalog, String> {
+    /// Compiles, off the async workers (it is CPU-bound); for a `lint`,
+    /// name conflicts are returned beside the catalog instead of failing
+    /// ([`catalog::lint_upstream`]).
+    async fn compile(
+        self,
+        prefix: String,
+        strict: bool,
+        lint: bool,
+    ) -> Result<(UpstreamCatalog, Option<catalog::NameConflicts>), String> {
         tokio::task::spawn_blocking(move || {
             let mut overlays = Vec::with_capacity(self.overlays.len());
             for (name, bytes) in &self.overlays {
                 overlays.push(Overlay::parse(name, bytes, strict).map_err(|e| e.to_string())?);
             }
-            catalog::compile_upstream(&UpstreamSource {
+            let src = UpstreamSource {
                 prefix: &prefix,
                 document: &self.document,
                 spec: &self.spec,
                 overlays: &overlays,
                 options: &self.options,
-            })
-            .map_err(|e| e.to_string())
+            };
+            if lint {
+                let linted = catalog::lint_upstream(&src).map_err(|e| e.to_string())?;
+                return Ok((linted.catalog, linted.refused));
+            }
+            catalog::compile_upstream(&src)
+                .map(|c| (c, None))
+                .map_err(|e| e.to_string())
         })
         .await
         .map_err(|e| format!("the compiler failed: {e}"))?
@@ -167,6 +186,8 @@ pub struct Sources {
     read_all: bool,
     /// When the next URL refresh is due.
     refresh_at: Option<Instant>,
+    /// Compiling for `toolgate lint`: see [`Sources::for_lint`].
+    lint: bool,
 }
 
 impl Sources {
@@ -195,6 +216,17 @@ impl Sources {
             read: BTreeMap::new(),
             read_all: false,
             refresh_at: None,
+            lint: false,
+        }
+    }
+
+    /// Upstreams of the config file at `path`, for `toolgate lint`: name
+    /// conflicts that `conflictResolution: error` refuses are reported in
+    /// [`Compiled::refused`] rather than failing the upstream.
+    pub fn for_lint(path: PathBuf, strict: bool) -> Self {
+        Sources {
+            lint: true,
+            ..Self::new(path, strict)
         }
     }
 
@@ -209,6 +241,7 @@ impl Sources {
                 prefix,
                 document: version.document,
                 catalog: Arc::unwrap_or_clone(version.catalog),
+                refused: version.refused,
             });
         }
         Ok(out)
@@ -310,6 +343,7 @@ impl Sources {
                 read,
                 previous,
                 self.strict,
+                self.lint,
             ));
         }
         futures::stream::iter(jobs)
@@ -521,6 +555,7 @@ async fn version(
     read: Result<Inputs, String>,
     previous: Option<Version>,
     strict: bool,
+    lint: bool,
 ) -> Result<(String, Version), LocalError> {
     let inputs = match read {
         Ok(i) => i,
@@ -528,18 +563,18 @@ async fn version(
     };
     let input_hash = inputs.hash(&prefix, strict);
     let document = inputs.document.clone();
-    let catalog = match previous {
-        Some(v) if v.input_hash == input_hash => v.catalog,
-        _ => match inputs.compile(prefix.clone(), strict).await {
+    let (catalog, refused) = match previous {
+        Some(v) if v.input_hash == input_hash => (v.catalog, v.refused),
+        _ => match inputs.compile(prefix.clone(), strict, lint).await {
             // As the operator: refused whole, not served without the tool.
-            Ok(c) => match c.transform_failure() {
+            Ok((c, refused)) => match c.transform_failure() {
                 Some(why) => {
                     let message = format!("{document}: {why}");
                     return Err(LocalError::Upstream { prefix, message });
                 }
                 None => {
                     log_compiled(&c, &document);
-                    Arc::new(c)
+                    (Arc::new(c), refused)
                 }
             },
             Err(message) => return Err(LocalError::Upstream { prefix, message }),
@@ -550,6 +585,7 @@ async fn version(
         document,
         catalog,
         runtime,
+        refused,
     };
     Ok((prefix, version))
 }

@@ -276,6 +276,7 @@ fn lint_estimates_the_tools_list_size_and_names_the_largest_tools() {
         .lines()
         .skip_while(|l| !l.starts_with("Largest tools"))
         .skip(2)
+        .take_while(|l| !l.is_empty())
         .map(|l| l.split_whitespace().map(str::to_string).collect())
         .collect();
     assert_eq!(rows.len(), 2, "{out}");
@@ -480,5 +481,158 @@ fn the_whole_corpus_compiles_from_one_config() {
         "{} documents, {} tools from one config",
         served.upstreams.len(),
         served.tool_count()
+    );
+}
+
+/// Two operations named `same` and two named `other`: what
+/// `conflictResolution: error` refuses.
+const CLASH: &str = r#"{"openapi": "3.0.3", "info": {"title": "clash", "version": "1"},
+  "paths": {
+    "/v1/a": {"get": {"operationId": "same", "tags": ["one"], "responses": {"200": {"description": "ok"}}}},
+    "/v2/a": {"get": {"operationId": "same", "tags": ["two"], "responses": {"200": {"description": "ok"}}}},
+    "/b": {"get": {"operationId": "other", "responses": {"200": {"description": "ok"}}},
+           "post": {"operationId": "other", "responses": {"200": {"description": "ok"}}}}}}"#;
+
+#[test]
+fn compile_refuses_name_conflicts_one_a_line_naming_the_settings() {
+    let dir = tempdir();
+    let spec = dir.join("clash.json");
+    std::fs::write(&spec, CLASH).unwrap();
+    let r = toolgate(&["compile", "--spec", spec.to_str().unwrap(), "--prefix", "c"]);
+    assert!(!r.status.success());
+    let err = text(&r.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| l.contains("2 tool name conflicts (naming.conflictResolution: error):"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert_eq!(
+        lines[first + 1],
+        "  \"c__same\": GET /v1/a and GET /v2/a",
+        "{err}"
+    );
+    assert_eq!(
+        lines[first + 2],
+        "  \"c__other\": GET /b and POST /b",
+        "{err}"
+    );
+    assert!(
+        lines[first + 3].contains("naming.conflictResolution: qualify")
+            && lines[first + 3].contains("firstWins or skip"),
+        "{err}"
+    );
+
+    // With qualify every operation is a tool.
+    let settings = dir.join("settings.yaml");
+    std::fs::write(&settings, "naming: {conflictResolution: qualify}\n").unwrap();
+    let r = toolgate(&[
+        "compile",
+        "--spec",
+        spec.to_str().unwrap(),
+        "--prefix",
+        "c",
+        "--config",
+        settings.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", text(&r.stderr));
+    let catalog: catalog::Catalog = serde_json::from_slice(&r.stdout).unwrap();
+    let mut names: Vec<&str> = catalog.upstreams[0]
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "c__get_other",
+            "c__one_same",
+            "c__post_other",
+            "c__two_same"
+        ]
+    );
+}
+
+/// `lint` lists the conflicts as findings, succeeds, and reports the rest
+/// on what `qualify` makes; for `--spec` and for a gateway config alike.
+#[test]
+fn lint_lists_name_conflicts_as_findings_and_succeeds() {
+    let dir = tempdir();
+    let spec = dir.join("clash.json");
+    std::fs::write(&spec, CLASH).unwrap();
+    let config = dir.join("gateway.yaml");
+    std::fs::write(
+        &config,
+        "upstreams:\n  c:\n    openapi: {file: clash.json}\n    baseUrl: http://127.0.0.1:9\n",
+    )
+    .unwrap();
+    let by_spec = ["lint", "--spec", spec.to_str().unwrap(), "--prefix", "c"];
+    let by_config = ["lint", "--config", config.to_str().unwrap()];
+    for args in [&by_spec[..], &by_config[..]] {
+        let r = toolgate(args);
+        let out = text(&r.stdout);
+        assert!(r.status.success(), "{args:?}: {}{out}", text(&r.stderr));
+        assert!(out.contains("tools:    4"), "{out}");
+        assert!(out.contains("conflicts: 2"), "{out}");
+        assert!(
+            out.contains("\n  \"c__same\": GET /v1/a and GET /v2/a\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\n  \"c__other\": GET /b and POST /b\n"),
+            "{out}"
+        );
+        assert!(out.contains("[NameQualified]"), "{out}");
+        assert!(out.contains("c__one_same"), "{out}");
+        let summary = out
+            .split("\nFindings summary:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no summary: {out}"));
+        assert!(
+            summary.contains("  4        0        4         2  "),
+            "{summary}"
+        );
+        assert!(summary.contains("     2  name conflicts"), "{summary}");
+        assert!(summary.contains("     4  NameQualified"), "{summary}");
+    }
+}
+
+/// The must-show of issue 13: `toolgate lint` over every corpus document
+/// (one gateway config, each under its corpus prefix) succeeds and prints
+/// the findings summary, which goes to the test's stderr uncaptured so
+/// that CI logs show it.
+#[test]
+fn lint_over_the_whole_corpus_prints_the_findings_summary() {
+    use std::io::Write as _;
+    let dir = tempdir();
+    let config = dir.join("corpus.yaml");
+    std::fs::write(
+        &config,
+        toolgate_corpus::gateway_config("http://127.0.0.1:9/api"),
+    )
+    .unwrap();
+    let r = toolgate(&[
+        "lint",
+        "--largest",
+        "0",
+        "--longest",
+        "0",
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let out = text(&r.stdout);
+    assert!(r.status.success(), "{}{out}", text(&r.stderr));
+    let summary = out
+        .split("\nFindings summary:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary: {out}"));
+    for doc in toolgate_corpus::documents() {
+        let row = format!("  upstream {} (", toolgate_corpus::prefix_of(&doc));
+        assert!(summary.contains(&row), "{row:?} missing: {summary}");
+    }
+    // NB: written to the stream, not with eprint!, which the test harness
+    // captures.
+    let _ = std::io::stderr().write_all(
+        format!("toolgate lint over the corpus: findings summary\n{summary}").as_bytes(),
     );
 }

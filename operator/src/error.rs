@@ -60,8 +60,12 @@ fn compile_message(e: &catalog::CompileError) -> String {
                     )
                 })
                 .collect();
+            let more = match c.conflicts.len() {
+                0..=10 => String::new(),
+                n => format!("; and {} more", n - 10),
+            };
             format!(
-                "{} tool names are claimed by two operations: {}; rename one with x-mcp-tool-name or set spec.naming.conflictResolution",
+                "{} tool names are claimed by two operations: {}{more}; rename one with x-mcp-tool-name or set spec.naming.conflictResolution: qualify (keeps every operation), firstWins or skip",
                 c.conflicts.len(),
                 list.join("; ")
             )

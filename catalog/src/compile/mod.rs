@@ -12,6 +12,7 @@
 mod annotate;
 mod dry_run;
 mod html;
+mod findings;
 mod meta;
 pub mod naming;
 mod node;
@@ -25,12 +26,13 @@ use serde_json::{Map, Value};
 use crate::error::CompileError;
 use crate::model::{
     OperationRef, RejectReason, Rejected, ResponseFormat, SourceInfo, Tool, Transforms,
-    UpstreamCatalog, Warning,
+    UpstreamCatalog, Warning, WarningCode,
 };
-use crate::options::CompileOptions;
+use crate::options::{CompileOptions, ConflictResolution};
 use crate::overlay::Overlay;
 use crate::spec::{self, Document, OperationSite};
 use dry_run::DryRuns;
+pub use findings::{lint_upstream, Linted};
 use naming::{Candidate, NameSource};
 use schema::SchemaConverter;
 use tool::{build_tool, SchemaBytes, ToolFail};
@@ -170,6 +172,9 @@ struct Draft<'a> {
     site: OperationSite<'a>,
     method: String,
     name: String,
+    base: String,
+    /// Named by `x-mcp-tool-name`.
+    pinned: bool,
 }
 
 fn op_ref(site: &OperationSite<'_>, method: &str) -> OperationRef {
@@ -278,7 +283,13 @@ fn compile_document(
             ));
             continue;
         }
-        drafts.push(Draft { site, method, name });
+        drafts.push(Draft {
+            site,
+            method,
+            name,
+            base,
+            pinned: tool_name.is_some(),
+        });
     }
 
     // Name conflicts among what survived the filters. The raw request tool
@@ -292,18 +303,46 @@ fn compile_document(
         .iter()
         .map(|d| Candidate {
             name: d.name.clone(),
+            base: d.base.clone(),
             method: d.method.clone(),
             path: d.site.path.to_string(),
+            tag: d
+                .site
+                .operation
+                .pointer("/tags/0")
+                .and_then(Value::as_str)
+                .map(String::from),
+            pinned: d.pinned,
         })
         .collect();
     if let Some(n) = &raw_name {
         candidates.push(Candidate {
             name: n.clone(),
+            base: RAW_TOOL.into(),
             method: "*".into(),
             path: "(raw request tool)".into(),
+            tag: None,
+            pinned: true,
         });
     }
-    let keep = naming::resolve_conflicts(&candidates, options.naming.conflict_resolution)?;
+    let mode = options.naming.conflict_resolution;
+    let mut disabled_after_qualify = vec![false; candidates.len()];
+    if mode == ConflictResolution::Qualify {
+        let qualified = naming::qualify(&candidates, prefix, &options.naming);
+        let notes = qualify_warnings(&drafts, &candidates, &qualified);
+        warnings.extend(notes);
+        for (i, q) in qualified.into_iter().enumerate() {
+            let Some(q) = q else { continue };
+            let disabled = &options.tools.disabled;
+            disabled_after_qualify[i] = disabled.iter().any(|d| *d == q.name || *d == q.base);
+            candidates[i].name = q.name;
+        }
+        for (d, c) in drafts.iter_mut().zip(&candidates) {
+            d.name.clone_from(&c.name);
+        }
+    }
+    let raw_name = raw_name.and(candidates.last().map(|c| c.name.clone()));
+    let keep = naming::resolve_conflicts(&candidates, mode)?;
 
     let mut conv = SchemaConverter::new(doc);
     let mut dry_runs = DryRuns::default();
@@ -313,29 +352,52 @@ fn compile_document(
         tools: 0,
     };
     let mut tools = Vec::new();
-    for (draft, keep) in drafts.into_iter().zip(keep.iter().copied()) {
+    for ((draft, keep), disabled) in drafts
+        .into_iter()
+        .zip(keep.iter().copied())
+        .zip(disabled_after_qualify.iter().copied())
+    {
         if !keep {
             rejected.push(*reject(
                 &draft.site,
                 &draft.method,
                 RejectReason::NameConflict,
                 format!(
-                    "tool name {:?} is taken by another operation (conflictResolution: {:?})",
-                    draft.name, options.naming.conflict_resolution
+                    "tool name {:?} is taken by another operation (naming.conflictResolution: {})",
+                    draft.name,
+                    mode.as_str()
                 ),
             ));
             continue;
         }
+        if disabled {
+            rejected.push(*reject(
+                &draft.site,
+                &draft.method,
+                RejectReason::DisabledByConfig,
+                format!("tool {:?} is listed in tools.disabled", draft.name),
+            ));
+            continue;
+        }
+        warnings.extend(findings::body_on_method(&draft.site, &draft.method));
         match build_tool(doc, &draft, &mut conv, &mut dry_runs, &mut bytes, options) {
             Ok(tool) => tools.push(tool),
             Err(ToolFail::Reject(r)) => rejected.push(*r),
             Err(ToolFail::Abort(e)) => return Err(e),
         }
     }
-    if let (Some(name), Some(true)) = (raw_name, keep.last().copied()) {
+    let raw_kept = keep.last() == Some(&true) && disabled_after_qualify.last() == Some(&false);
+    if let (Some(name), true) = (raw_name, raw_kept) {
         tools.push(raw_request_tool(name, "*"));
     }
     warnings.append(&mut conv.warnings);
+    warnings.extend(findings::server_variables(doc));
+    // Said against the document as written, not its 3.0 conversion.
+    for w in &mut warnings {
+        if let Some(crate::model::Location::Document { pointer }) = &mut w.at {
+            *pointer = doc.origins.original(pointer);
+        }
+    }
 
     let mut out = UpstreamCatalog {
         prefix: prefix.to_string(),
@@ -362,6 +424,47 @@ fn compile_document(
     };
     out.seal();
     Ok(out)
+}
+
+/// One [`WarningCode::NameQualified`] per operation `qualify` renamed,
+/// naming who else wanted the name.
+fn qualify_warnings(
+    drafts: &[Draft<'_>],
+    candidates: &[Candidate],
+    qualified: &[Option<naming::Qualified>],
+) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for (i, (d, q)) in drafts.iter().zip(qualified).enumerate() {
+        let Some(q) = q else { continue };
+        let others: Vec<String> = candidates
+            .iter()
+            .enumerate()
+            .filter(|&(j, c)| j != i && c.name == d.name)
+            .map(|(_, c)| format!("{} {}", c.method, c.path))
+            .collect();
+        let shown = others
+            .iter()
+            .take(3)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        let more = match others.len() {
+            0..=3 => String::new(),
+            n => format!(" and {} more", n - 3),
+        };
+        out.push(Warning {
+            code: WarningCode::NameQualified,
+            message: format!(
+                "tool name {:?} is also wanted by {shown}{more}; this operation's tool is {:?} \
+                 (naming.conflictResolution: qualify)",
+                d.name, q.name
+            ),
+            at: Some(crate::model::Location::Document {
+                pointer: d.site.pointer.clone(),
+            }),
+        });
+    }
+    out
 }
 
 /// `x-mcp-enabled`, `readOnly` and toolset filters. Returns the rejection,

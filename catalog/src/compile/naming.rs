@@ -80,8 +80,30 @@
 //! is reported paired with the first holder (three operations named `x` give
 //! two pairs). `firstWins`: the first holder keeps the name, later ones are
 //! rejected. `skip`: every candidate sharing a name is rejected.
+//!
+//! `qualify` ([`qualify`], before [`resolve_conflicts`]) keeps every
+//! candidate. Each group of candidates sharing a name is renamed as a
+//! whole, so the result depends on the set of operations and not on their
+//! order: every holder becomes `{qualifier}_{base}`, except a *pinned*
+//! holder (`x-mcp-tool-name`, the raw request tool) when it is the group's
+//! only one, which keeps the name. The qualifier is the first of these
+//! that is present for every renamed holder and different for each:
+//!
+//! 1. the first tag, slugged;
+//! 2. the API version: the first path segment like `v2`, `v1beta1`,
+//!    `2024-01-01` or `1.1`;
+//! 3. the group: the first literal path segment after those the holders
+//!    share at the start of their paths;
+//! 4. the method, lower-case.
+//!
+//! When none tells them all apart, each takes all of these it has, joined
+//! by `_`, and holders still alike add the [`HASH_LEN`]-hex hash of their
+//! `METHOD path`. The qualified base goes through [`full_name`], so it keeps
+//! within `maxLength` by the stable hash rule. A qualified name that then
+//! meets another name is renamed again, `{qualified base}_{hash}` with the
+//! hash of the round and `METHOD path`, until no two names are alike.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use sha2::{Digest, Sha256};
 
@@ -300,14 +322,24 @@ pub fn truncate_description(desc: &str, opts: &NamingOptions) -> String {
 /// A named candidate, in document order.
 #[derive(Debug, Clone)]
 pub struct Candidate {
+    /// The full name.
     pub name: String,
+    /// The name without prefix and separator, as [`base_name`] made it.
+    pub base: String,
     pub method: String,
     pub path: String,
+    /// The operation's first tag, a qualifier for `qualify`.
+    pub tag: Option<String>,
+    /// Named on purpose (`x-mcp-tool-name`, the raw request tool): keeps
+    /// its name under `qualify` when no other holder of it is pinned.
+    pub pinned: bool,
 }
 
 /// Applies `conflictResolution`. Returns, for each candidate (same order),
 /// `true` when it keeps its name, `false` when it is rejected for a conflict.
-/// With `Error`, any conflict yields every conflicting pair.
+/// With `Error`, any conflict yields every conflicting pair. `Qualify`
+/// expects names [`qualify`] made unique and, should two still be alike,
+/// keeps the first like `FirstWins`.
 pub fn resolve_conflicts(
     candidates: &[Candidate],
     mode: ConflictResolution,
@@ -335,6 +367,212 @@ pub fn resolve_conflicts(
         return Err(NameConflicts { conflicts });
     }
     Ok(keep)
+}
+
+/// A renaming by [`qualify`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Qualified {
+    /// The new full name.
+    pub name: String,
+    /// The new name without prefix and separator.
+    pub base: String,
+}
+
+/// `conflictResolution: qualify`: for each candidate (same order), its new
+/// name, or `None` when it keeps its own; see the module docs for the rule.
+/// The names that result are unique.
+pub fn qualify(
+    candidates: &[Candidate],
+    prefix: &str,
+    opts: &NamingOptions,
+) -> Vec<Option<Qualified>> {
+    let mut out: Vec<Option<Qualified>> = vec![None; candidates.len()];
+    for members in collisions(candidates, &out) {
+        let pinned: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| candidates[i].pinned)
+            .collect();
+        let movers: Vec<usize> = match pinned.as_slice() {
+            [keeper] => members.into_iter().filter(|i| i != keeper).collect(),
+            _ => members,
+        };
+        let group: Vec<&Candidate> = movers.iter().map(|&i| &candidates[i]).collect();
+        for (&i, q) in movers.iter().zip(qualifiers(&group, &opts.slug)) {
+            let base = format!("{q}_{}", candidates[i].base);
+            out[i] = Some(Qualified {
+                name: full_name(prefix, &base, opts),
+                base,
+            });
+        }
+    }
+    // A qualified name may meet a name some other operation has.
+    let mut round = 1u32;
+    loop {
+        let groups = collisions(candidates, &out);
+        if groups.is_empty() || round > 64 {
+            return out;
+        }
+        for members in groups {
+            for i in members {
+                // Only the renamed move again: the others had the name first.
+                let Some(q) = &out[i] else { continue };
+                let c = &candidates[i];
+                let base = format!(
+                    "{}_{}",
+                    q.base,
+                    short_hash(&format!("{round} {} {}", c.method, c.path))
+                );
+                out[i] = Some(Qualified {
+                    name: full_name(prefix, &base, opts),
+                    base,
+                });
+            }
+        }
+        round += 1;
+    }
+}
+
+/// Groups of candidates (indices, ascending) whose current names are alike,
+/// ordered by name.
+fn collisions(candidates: &[Candidate], renamed: &[Option<Qualified>]) -> Vec<Vec<usize>> {
+    let mut by_name: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, c) in candidates.iter().enumerate() {
+        let name = renamed[i]
+            .as_ref()
+            .map_or(c.name.as_str(), |q| q.name.as_str());
+        by_name.entry(name).or_default().push(i);
+    }
+    by_name.into_values().filter(|m| m.len() > 1).collect()
+}
+
+/// One qualifier per candidate of a group (same order), by the first rule
+/// of the module docs that tells them all apart.
+fn qualifiers(group: &[&Candidate], rules: &SlugRules) -> Vec<String> {
+    let segments: Vec<Vec<&str>> = group.iter().map(|c| literal_segments(&c.path)).collect();
+    let shared = segments
+        .iter()
+        .skip(1)
+        .fold(segments.first().map_or(0, Vec::len), |n, s| {
+            n.min(
+                s.iter()
+                    .zip(&segments[0])
+                    .take_while(|(a, b)| a == b)
+                    .count(),
+            )
+        });
+    let levels: [Vec<Option<String>>; 4] = [
+        group
+            .iter()
+            .map(|c| c.tag.as_deref().map(|t| slugify(t, rules)))
+            .collect(),
+        segments
+            .iter()
+            .map(|s| {
+                s.iter()
+                    .find(|seg| is_version(seg))
+                    .map(|v| slugify(v, rules))
+            })
+            .collect(),
+        segments
+            .iter()
+            .map(|s| s.get(shared).map(|g| slugify(g, rules)))
+            .collect(),
+        group
+            .iter()
+            .map(|c| Some(method_verb_plain(&c.method)))
+            .collect(),
+    ];
+    let levels: Vec<Vec<Option<String>>> = levels
+        .into_iter()
+        .map(|l| l.into_iter().map(|q| q.filter(|q| !q.is_empty())).collect())
+        .collect();
+    for level in &levels {
+        if let Some(qs) = level.iter().cloned().collect::<Option<Vec<String>>>() {
+            if all_distinct(&qs) {
+                return qs;
+            }
+        }
+    }
+    let mut combined: Vec<String> = (0..group.len())
+        .map(|i| {
+            let mut parts: Vec<&str> = Vec::new();
+            for level in &levels {
+                if let Some(q) = &level[i] {
+                    if !parts.contains(&q.as_str()) {
+                        parts.push(q);
+                    }
+                }
+            }
+            parts.join("_")
+        })
+        .collect();
+    let alike: Vec<bool> = (0..group.len())
+        .map(|i| (0..group.len()).any(|j| j != i && combined[j] == combined[i]))
+        .collect();
+    for (i, c) in group.iter().enumerate() {
+        if alike[i] {
+            combined[i] = format!(
+                "{}_{}",
+                combined[i],
+                short_hash(&format!("{} {}", c.method, c.path))
+            );
+        }
+    }
+    combined
+}
+
+fn all_distinct(qs: &[String]) -> bool {
+    let mut seen = std::collections::HashSet::with_capacity(qs.len());
+    qs.iter().all(|q| seen.insert(q))
+}
+
+/// The path's segments without parameters (`{id}`) and `#fragment`.
+fn literal_segments(path: &str) -> Vec<&str> {
+    let path = path.split('#').next().unwrap_or(path);
+    path.split('/')
+        .filter(|s| !s.is_empty() && !s.contains('{'))
+        .collect()
+}
+
+/// `v2`, `v1beta1`, `v2alpha`, `2024-01-01`, `1.1`: an API version.
+fn is_version(seg: &str) -> bool {
+    let b = seg.as_bytes();
+    let digits = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
+    if let Some(rest) = seg.strip_prefix(['v', 'V']) {
+        let n = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let tail = &rest[n..];
+        return n > 0
+            && (tail.is_empty()
+                || ["alpha", "beta"].iter().any(|p| {
+                    tail.strip_prefix(p)
+                        .is_some_and(|d| d.is_empty() || digits(d.as_bytes()))
+                }));
+    }
+    let date = b.len() == 10
+        && digits(&b[..4])
+        && b[4] == b'-'
+        && digits(&b[5..7])
+        && b[7] == b'-'
+        && digits(&b[8..]);
+    date || (seg.split('.').all(|p| digits(p.as_bytes()))
+        && b.first().is_some_and(u8::is_ascii_digit))
+}
+
+/// The method as a qualifier: lower-case, `[a-z0-9_]` only.
+fn method_verb_plain(method: &str) -> String {
+    method
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect::<String>()
+        .trim_matches('_')
+        .to_string()
 }
 
 #[cfg(test)]

@@ -152,6 +152,17 @@ impl<'d> SchemaConverter<'d> {
         cur
     }
 
+    /// A `$ref` as the document has it: a converted 2.0 document's refs
+    /// point into its 3.0 shape.
+    fn as_written<'r>(&self, r: &'r str) -> Cow<'r, str> {
+        match ref_pointer(r) {
+            Some(p) if self.doc.version == Version::Swagger2 => {
+                Cow::Owned(format!("#{}", self.doc.origins.original(&p)))
+            }
+            _ => Cow::Borrowed(r),
+        }
+    }
+
     /// Records a warning at the current pointer, once per `key`.
     fn warn_once(&mut self, key: String, code: WarningCode, message: String) {
         if self.warned.insert(key) {
@@ -260,7 +271,10 @@ impl<'d> SchemaConverter<'d> {
             self.warn_once(
                 format!("cycle:{ptr}"),
                 WarningCode::CircularRef,
-                format!("circular reference {r} is cut where it recurs (open schema)"),
+                format!(
+                    "circular reference {} is cut where it recurs (open schema)",
+                    self.as_written(r)
+                ),
             );
             return Out {
                 node: Self::open_schema(format!(
@@ -308,7 +322,10 @@ impl<'d> SchemaConverter<'d> {
             self.warn_once(
                 format!("dangling:{ptr}"),
                 WarningCode::DanglingRef,
-                format!("$ref {r} does not resolve; replaced by an open schema"),
+                format!(
+                    "$ref {} does not resolve; replaced by an open schema",
+                    self.as_written(r)
+                ),
             );
             return Out::plain(Self::open_schema(format!("Unresolved reference {r}.")));
         };
@@ -519,6 +536,19 @@ impl<'d> SchemaConverter<'d> {
                         Node::owned(Value::Array(vec![v.clone()])),
                     );
                 }
+                // Only arrays have items to be unique; on anything else
+                // the keyword asserts nothing, and its author likely meant
+                // an array.
+                "uniqueItems" if !may_be_array(obj.get("type")) => {
+                    self.warn_once(
+                        format!("uniqueItems:{}", self.ptr),
+                        WarningCode::SchemaKeywordDropped,
+                        format!(
+                            "`uniqueItems` on a schema of type {} has no effect; dropped",
+                            obj.get("type").unwrap_or(&Value::Null)
+                        ),
+                    );
+                }
                 _ if scalar_keyword_ok(key, v) => {
                     out.insert(Cow::Borrowed(key.as_str()), Node::borrowed(v));
                 }
@@ -606,6 +636,19 @@ fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
             })
         }),
         _ => false,
+    }
+}
+
+/// Whether a schema with this `type` can be an array: no type, an invalid
+/// one (which is dropped), or one naming `array`.
+fn may_be_array(t: Option<&Value>) -> bool {
+    let Some(t) = t.filter(|t| convert_type(t).is_some()) else {
+        return true;
+    };
+    match t {
+        Value::String(s) => s == "array",
+        Value::Array(a) => a.iter().any(|x| x == "array"),
+        _ => true,
     }
 }
 

@@ -7,9 +7,11 @@
 //! not covered by `openapiv3`. See docs/0001-value-based-openapi-model.md.
 
 mod nesting;
+mod origins;
 mod swagger2;
 
 pub use nesting::MAX_YAML_FLOW_DEPTH;
+pub use origins::Origins;
 
 use serde_json::{Map, Value};
 
@@ -32,6 +34,8 @@ pub struct Document {
     /// The version string as written (`2.0`, `3.0.3`, ...).
     pub version_string: String,
     pub root: Value,
+    /// Where a converted 2.0 document's parts were written.
+    pub origins: Origins,
 }
 
 /// Parses JSON or YAML into a value. JSON is tried first when the text
@@ -184,9 +188,9 @@ pub fn load(name: &str, raw: Value, allow_external_refs: bool) -> Result<Documen
     if !allow_external_refs {
         check_local_refs(name, &raw)?;
     }
-    let root = match version {
-        Version::Swagger2 => swagger2::convert(name, raw)?,
-        _ => raw,
+    let (root, origins) = match version {
+        Version::Swagger2 => swagger2::convert_with_origins(name, raw)?,
+        _ => (raw, Origins::default()),
     };
     if let Some(paths) = root.get("paths") {
         if !paths.is_object() {
@@ -204,6 +208,7 @@ pub fn load(name: &str, raw: Value, allow_external_refs: bool) -> Result<Documen
         version,
         version_string,
         root,
+        origins,
     })
 }
 

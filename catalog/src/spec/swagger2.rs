@@ -25,7 +25,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{escape_pointer, ref_pointer};
+use super::{escape_pointer, ref_pointer, Origins};
 use crate::error::{SpecError, SpecErrorKind};
 
 const JSON: &str = "application/json";
@@ -67,7 +67,14 @@ const MAX_DEPTH: usize = 128;
 const MAX_REF_CHAIN: usize = 16;
 
 /// Converts a Swagger 2.0 document into an equivalent OpenAPI 3.0.3 document.
+#[cfg(test)]
 pub fn convert(document: &str, doc: Value) -> Result<Value, SpecError> {
+    convert_with_origins(document, doc).map(|(v, _)| v)
+}
+
+/// [`convert`], with where the moved parts were written.
+pub fn convert_with_origins(document: &str, doc: Value) -> Result<(Value, Origins), SpecError> {
+    let mut origins = Origins::swagger2();
     let Value::Object(mut root) = doc else {
         return Err(wrong_type(document, "", "an object at the document root"));
     };
@@ -115,7 +122,7 @@ pub fn convert(document: &str, doc: Value) -> Result<Value, SpecError> {
         match key.as_str() {
             "swagger" | "host" | "basePath" | "schemes" | "consumes" | "produces" => {}
             "paths" => {
-                out.insert(key, cx.convert_paths(value));
+                out.insert(key, cx.convert_paths(value, &mut origins));
             }
             _ => {
                 out.insert(key, value);
@@ -167,7 +174,7 @@ pub fn convert(document: &str, doc: Value) -> Result<Value, SpecError> {
 
     let mut out = Value::Object(out);
     rewrite_refs(&mut out);
-    Ok(out)
+    Ok((out, origins))
 }
 
 fn wrong_type(document: &str, pointer: &str, expected: &'static str) -> SpecError {
@@ -354,15 +361,16 @@ impl Converter {
             .collect()
     }
 
-    fn convert_paths(&self, paths: Value) -> Value {
+    fn convert_paths(&self, paths: Value, origins: &mut Origins) -> Value {
         let Value::Object(paths) = paths else {
             return paths;
         };
         let converted = paths
             .into_iter()
             .map(|(path, item)| {
+                let at = format!("/paths/{}", escape_pointer(&path));
                 let item = match item {
-                    Value::Object(m) => Value::Object(self.convert_path_item(m)),
+                    Value::Object(m) => Value::Object(self.convert_path_item(m, &at, origins)),
                     other => other,
                 };
                 (path, item)
@@ -371,18 +379,27 @@ impl Converter {
         Value::Object(converted)
     }
 
-    fn convert_path_item(&self, item: Map<String, Value>) -> Map<String, Value> {
+    /// `at`: the path item's pointer, for [`Origins`].
+    fn convert_path_item(
+        &self,
+        item: Map<String, Value>,
+        at: &str,
+        origins: &mut Origins,
+    ) -> Map<String, Value> {
         // Body/formData parameters cannot stay at path level in 3.0; they
         // join each operation's request body instead.
-        let mut inherited: Vec<Param> = Vec::new();
+        let mut inherited: Vec<(String, Param)> = Vec::new();
         let mut out = Map::new();
         let mut item = item;
         if let Some(Value::Array(params)) = item.get_mut("parameters") {
             let mut kept = Vec::new();
-            for p in std::mem::take(params) {
+            for (i, p) in std::mem::take(params).into_iter().enumerate() {
                 match self.classify(p) {
-                    Param::Other(v) => kept.push(v),
-                    body_or_form => inherited.push(body_or_form),
+                    Param::Other(v) => {
+                        renumbered(origins, &format!("{at}/parameters"), kept.len(), i);
+                        kept.push(v);
+                    }
+                    body_or_form => inherited.push((format!("{at}/parameters/{i}"), body_or_form)),
                 }
             }
             *params = kept;
@@ -392,7 +409,10 @@ impl Converter {
                 continue;
             }
             let value = match (OPERATION_KEYS.contains(&key.as_str()), value) {
-                (true, Value::Object(op)) => self.convert_operation(op, &inherited),
+                (true, Value::Object(op)) => {
+                    let op_at = format!("{at}/{key}");
+                    self.convert_operation(op, &inherited, &op_at, origins)
+                }
                 (_, other) => other,
             };
             out.insert(key, value);
@@ -436,7 +456,15 @@ impl Converter {
         }
     }
 
-    fn convert_operation(&self, op: Map<String, Value>, inherited: &[Param]) -> Value {
+    /// `inherited`: path-level body and formData parameters, each with
+    /// its pointer; `at`: the operation's pointer.
+    fn convert_operation(
+        &self,
+        op: Map<String, Value>,
+        inherited: &[(String, Param)],
+        at: &str,
+        origins: &mut Origins,
+    ) -> Value {
         // Without usable media types the body and responses cannot be
         // converted faithfully; leave the operation for the compiler to
         // reject rather than guess.
@@ -455,15 +483,27 @@ impl Converter {
         let mut body: Option<Map<String, Value>> = None;
         let mut form: Vec<Map<String, Value>> = Vec::new();
         let mut params: Option<Vec<Value>> = None;
+        // Where the body, and each form field, were written.
+        let mut body_at: Option<String> = None;
+        let mut form_at: Vec<String> = Vec::new();
         if let Some(Value::Array(list)) = op.get_mut("parameters") {
             let mut kept = Vec::new();
-            for p in std::mem::take(list) {
+            for (i, p) in std::mem::take(list).into_iter().enumerate() {
                 match self.classify(p) {
-                    Param::Body(b, _) if body.is_none() && form.is_empty() => body = Some(b),
-                    Param::Form(f, _) if body.is_none() => form.push(f),
+                    Param::Body(b, w) if body.is_none() && form.is_empty() => {
+                        body_at = Some(self.written_at(&w, format!("{at}/parameters/{i}")));
+                        body = Some(b);
+                    }
+                    Param::Form(f, w) if body.is_none() => {
+                        form_at.push(self.written_at(&w, format!("{at}/parameters/{i}")));
+                        form.push(f);
+                    }
                     // A second body, or body mixed with formData, is invalid
                     // 2.0: keep it as written so the operation is rejected.
-                    other => kept.push(other.written()),
+                    other => {
+                        renumbered(origins, &format!("{at}/parameters"), kept.len(), i);
+                        kept.push(other.written());
+                    }
                 }
             }
             params = Some(kept);
@@ -474,13 +514,30 @@ impl Converter {
             |f: &Map<String, Value>| f.get("name").and_then(Value::as_str).map(str::to_string);
         let mut form_names: std::collections::HashSet<Option<String>> =
             form.iter().map(name).collect();
-        for p in inherited {
+        for (p_at, p) in inherited {
             match p {
-                Param::Body(b, _) if body.is_none() && form.is_empty() => body = Some(b.clone()),
-                Param::Form(f, _) if body.is_none() && form_names.insert(name(f)) => {
+                Param::Body(b, w) if body.is_none() && form.is_empty() => {
+                    body = Some(b.clone());
+                    body_at = Some(self.written_at(w, p_at.clone()));
+                }
+                Param::Form(f, w) if body.is_none() && form_names.insert(name(f)) => {
                     form.push(f.clone());
+                    form_at.push(self.written_at(w, p_at.clone()));
                 }
                 _ => {}
+            }
+        }
+        let rb_at = format!("{at}/requestBody");
+        if let Some(b_at) = &body_at {
+            origins.record(format!("{rb_at}/schema"), format!("{b_at}/schema"));
+            origins.record(rb_at.clone(), b_at.clone());
+        } else if let Some(first) = form_at.first() {
+            origins.record(rb_at.clone(), first.clone());
+            for (f, f_at) in form.iter().zip(&form_at) {
+                if let Some(n) = name(f) {
+                    let field = format!("{rb_at}/schema/properties/{}", escape_pointer(&n));
+                    origins.record(field, f_at.clone());
+                }
             }
         }
         let request_body = match body {
@@ -525,6 +582,29 @@ impl Converter {
             out.insert("requestBody".into(), rb);
         }
         Value::Object(out)
+    }
+
+    /// Where a body or formData parameter's content was written: the
+    /// global parameter a `$ref` names directly, else `here`.
+    fn written_at(&self, written: &Written, here: String) -> String {
+        let Written::Ref(r) = written else {
+            return here;
+        };
+        match r
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| global_name(r, "parameters"))
+        {
+            Some(n)
+                if self
+                    .parameters
+                    .get(&n)
+                    .is_some_and(|t| t.get("$ref").is_none()) =>
+            {
+                format!("/parameters/{}", escape_pointer(&n))
+            }
+            _ => here,
+        }
     }
 
     fn operation_servers(&self, schemes: &Value) -> Option<Value> {
@@ -628,6 +708,16 @@ impl Converter {
             }
         }
         Value::Object(out)
+    }
+}
+
+/// Records that parameter `i` as written is `j` after the body and form
+/// parameters left the list (`list`: the list's pointer); its schema
+/// keywords are the parameter's own in 2.0.
+fn renumbered(origins: &mut Origins, list: &str, j: usize, i: usize) {
+    if i != j {
+        origins.record(format!("{list}/{j}/schema"), format!("{list}/{i}"));
+        origins.record(format!("{list}/{j}"), format!("{list}/{i}"));
     }
 }
 

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use catalog::{Catalog, CompileOptions, Overlay, UpstreamCatalog, UpstreamSource};
+use catalog::{
+    Catalog, CompileError, CompileOptions, Linted, Overlay, UpstreamCatalog, UpstreamSource,
+};
 use clap::Args;
 
 /// What both subcommands read: one document (`--spec`), or every
@@ -95,8 +97,41 @@ fn source_name(args: &SourceArgs) -> String {
         .unwrap_or_default()
 }
 
+/// What `lint` reads: each upstream with the document it came from,
+/// compiled by [`catalog::lint_upstream`].
+fn lint_sources(args: &SourceArgs) -> Result<Vec<(String, Linted)>> {
+    let (None, Some(config)) = (&args.spec, &args.config) else {
+        let linted = with_source(args, catalog::lint_upstream)?;
+        return Ok(vec![(source_name(args), linted)]);
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut sources = gateway::local::Sources::for_lint(config.clone(), args.strict);
+    let compiled = rt.block_on(sources.compile_all())?;
+    Ok(compiled
+        .into_iter()
+        .map(|c| {
+            let document = format!("upstream {} ({})", c.prefix, c.document);
+            let linted = Linted {
+                catalog: c.catalog,
+                refused: c.refused,
+            };
+            (document, linted)
+        })
+        .collect())
+}
+
 /// Compiles the one upstream of `--spec`.
 pub fn compile_source(args: &SourceArgs) -> Result<UpstreamCatalog> {
+    with_source(args, catalog::compile_upstream)
+}
+
+/// Reads the `--spec` upstream's inputs and hands them to `compile`.
+fn with_source<T>(
+    args: &SourceArgs,
+    compile: impl FnOnce(&UpstreamSource<'_>) -> Result<T, CompileError>,
+) -> Result<T> {
     let (Some(spec_path), Some(prefix)) = (&args.spec, &args.prefix) else {
         bail!("--spec and --prefix are needed (or --config alone)");
     };
@@ -119,7 +154,7 @@ pub fn compile_source(args: &SourceArgs) -> Result<UpstreamCatalog> {
     }
     let spec = read(spec_path)?;
     let document = spec_path.display().to_string();
-    Ok(catalog::compile_upstream(&UpstreamSource {
+    Ok(compile(&UpstreamSource {
         prefix,
         document: &document,
         spec: &spec,
@@ -169,14 +204,18 @@ pub fn compile(args: CompileArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Findings never fail a lint: it exits 0 whenever every upstream could
+/// be compiled, name conflicts included, and lists what it found.
 pub fn lint(args: LintArgs) -> Result<ExitCode> {
     let mut out = String::new();
-    for (i, (document, u)) in compile_sources(&args.source)?.iter().enumerate() {
+    let linted = lint_sources(&args.source)?;
+    for (i, (document, l)) in linted.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        lint_upstream(&mut out, document, u, args.longest, args.largest)?;
+        lint_upstream(&mut out, document, l, args.longest, args.largest)?;
     }
+    findings_summary(&mut out, &linted)?;
     print!("{out}");
     Ok(ExitCode::SUCCESS)
 }
@@ -185,11 +224,12 @@ pub fn lint(args: LintArgs) -> Result<ExitCode> {
 fn lint_upstream(
     out: &mut String,
     document: &str,
-    u: &UpstreamCatalog,
+    l: &Linted,
     longest: usize,
     largest: usize,
 ) -> std::fmt::Result {
     use std::fmt::Write as _;
+    let u = &l.catalog;
     let title = u.source.title.as_deref().unwrap_or("(untitled)");
     writeln!(
         out,
@@ -199,6 +239,26 @@ fn lint_upstream(
     writeln!(out, "tools:    {}", u.tools.len())?;
     writeln!(out, "rejected: {}", u.rejected.len())?;
     writeln!(out, "warnings: {}", u.warnings.len())?;
+    if let Some(refused) = &l.refused {
+        writeln!(out, "conflicts: {}", refused.conflicts.len())?;
+        writeln!(
+            out,
+            "\nName conflicts (naming.conflictResolution: error refuses the document; set it to \
+             qualify to keep every operation, firstWins or skip to drop some, or name one \
+             operation of each pair with x-mcp-tool-name):"
+        )?;
+        for c in &refused.conflicts {
+            writeln!(
+                out,
+                "  {:?}: {} {} and {} {}",
+                c.name, c.first.0, c.first.1, c.second.0, c.second.1
+            )?;
+        }
+        writeln!(
+            out,
+            "The rest of this report is the catalog naming.conflictResolution: qualify makes."
+        )?;
+    }
     if !u.rejected.is_empty() {
         writeln!(out, "\nRejected operations:")?;
         for r in &u.rejected {
@@ -230,6 +290,48 @@ fn lint_upstream(
         }
     }
     listing_sizes(out, u, largest)
+}
+
+/// Counts per upstream and per finding code, after every upstream's report.
+fn findings_summary(out: &mut String, linted: &[(String, Linted)]) -> std::fmt::Result {
+    use std::collections::BTreeMap;
+    use std::fmt::Write as _;
+    writeln!(out, "\nFindings summary:")?;
+    writeln!(
+        out,
+        "  {:>6} {:>8} {:>8} {:>9}  upstream",
+        "tools", "rejected", "warnings", "conflicts"
+    )?;
+    let mut by_code: BTreeMap<String, usize> = BTreeMap::new();
+    for (document, l) in linted {
+        let u = &l.catalog;
+        let conflicts = l.refused.as_ref().map_or(0, |r| r.conflicts.len());
+        writeln!(
+            out,
+            "  {:>6} {:>8} {:>8} {conflicts:>9}  {document}",
+            u.tools.len(),
+            u.rejected.len(),
+            u.warnings.len()
+        )?;
+        for w in &u.warnings {
+            *by_code.entry(w.code.to_string()).or_default() += 1;
+        }
+        for r in &u.rejected {
+            *by_code
+                .entry(format!("rejected {}", r.reason.as_str()))
+                .or_default() += 1;
+        }
+        if conflicts > 0 {
+            *by_code.entry("name conflicts".into()).or_default() += conflicts;
+        }
+    }
+    if by_code.is_empty() {
+        writeln!(out, "  no findings")?;
+    }
+    for (code, n) in by_code {
+        writeln!(out, "  {n:>6}  {code}")?;
+    }
+    Ok(())
 }
 
 /// The estimated `tools/list` size of the document's tools, as the gateway

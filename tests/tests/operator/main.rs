@@ -1171,6 +1171,27 @@ async fn a_name_conflict_names_the_extension_that_resolves_it() {
         "{msg}"
     );
     assert!(msg.contains("rename one with x-mcp-tool-name"), "{msg}");
+    assert!(msg.contains("conflictResolution: qualify"), "{msg}");
+
+    // `qualify`, as the CRD schema takes it, keeps both operations and
+    // says so in the status warnings.
+    w.upstreams(NS)
+        .patch(
+            "clash",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"naming": {"conflictResolution": "qualify"}}})),
+        )
+        .await
+        .expect("patch naming");
+    let u = wait_ready(&w, NS, "clash", "True", "Published").await;
+    let status = u.status.expect("status");
+    assert_eq!(status.tool_count, Some(2));
+    let qualified: Vec<&String> = status
+        .warnings
+        .iter()
+        .filter(|m| m.starts_with("NameQualified: "))
+        .collect();
+    assert_eq!(qualified.len(), 2, "{:?}", status.warnings);
     op.stop().await;
 }
 

@@ -42,8 +42,12 @@ fn from_op_id(op_id: &str) -> String {
 fn cand(name: &str, method: &str, path: &str) -> Candidate {
     Candidate {
         name: name.into(),
+        // The tests' prefix is `p` with the default separator.
+        base: name.strip_prefix("p__").unwrap_or(name).into(),
         method: method.into(),
         path: path.into(),
+        tag: None,
+        pinned: false,
     }
 }
 
@@ -361,6 +365,7 @@ fn no_conflicts_keep_everyone_in_every_mode() {
         ConflictResolution::Error,
         ConflictResolution::FirstWins,
         ConflictResolution::Skip,
+        ConflictResolution::Qualify,
     ] {
         assert_eq!(resolve_conflicts(&cands, mode).ok(), Some(vec![true, true]));
     }
@@ -526,6 +531,169 @@ fn corpus_names_are_valid_short_and_unique_under_defaults() {
         }
         if let Err(e) = resolve_conflicts(&cands, ConflictResolution::Error) {
             panic!("{file}: {e}");
+        }
+    }
+}
+
+fn tagged(name: &str, method: &str, path: &str, tag: Option<&str>) -> Candidate {
+    Candidate {
+        tag: tag.map(String::from),
+        ..cand(name, method, path)
+    }
+}
+
+/// Names after `qualify` with prefix `p`, in candidate order.
+fn qualified(cands: &[Candidate], opts: &NamingOptions) -> Vec<String> {
+    qualify(cands, "p", opts)
+        .into_iter()
+        .zip(cands)
+        .map(|(q, c)| q.map_or(c.name.clone(), |q| q.name))
+        .collect()
+}
+
+fn full(base: &str) -> String {
+    full_name("p", base, &defaults())
+}
+
+#[test]
+fn qualify_uses_the_first_rule_that_tells_every_holder_apart() {
+    let opts = defaults();
+    // Tags differ: the tag.
+    let by_tag = [
+        tagged(&full("list"), "GET", "/v1/users", Some("Users")),
+        tagged(&full("list"), "GET", "/v1/groups", Some("Groups")),
+    ];
+    assert_eq!(
+        qualified(&by_tag, &opts),
+        ["p__users_list", "p__groups_list"]
+    );
+    // Same tag: the API version.
+    let by_version = [
+        tagged(&full("list"), "GET", "/api/v1/users", Some("users")),
+        tagged(&full("list"), "GET", "/api/v2beta1/users", Some("users")),
+    ];
+    assert_eq!(
+        qualified(&by_version, &opts),
+        ["p__v1_list", "p__v2beta1_list"]
+    );
+    // No tags, one version: the group segment after the shared start.
+    let by_group = [
+        tagged(&full("list"), "GET", "/apis/apps/v1/things", None),
+        tagged(&full("list"), "GET", "/apis/batch/v1/things", None),
+    ];
+    assert_eq!(
+        qualified(&by_group, &opts),
+        ["p__apps_list", "p__batch_list"]
+    );
+    // One path, two methods: the method.
+    let by_method = [
+        tagged(&full("thing"), "GET", "/thing/{id}", None),
+        tagged(&full("thing"), "DELETE", "/thing/{id}", None),
+    ];
+    assert_eq!(
+        qualified(&by_method, &opts),
+        ["p__get_thing", "p__delete_thing"]
+    );
+}
+
+#[test]
+fn qualify_combines_rules_and_then_hashes_when_no_single_rule_separates() {
+    let opts = defaults();
+    // Tag a/a/b, no versions, group x/y/x, methods all GET: no single rule
+    // separates all three; tag+group does.
+    let cands = [
+        tagged(&full("op"), "GET", "/x/one", Some("a")),
+        tagged(&full("op"), "GET", "/y/two", Some("a")),
+        tagged(&full("op"), "GET", "/x/three", Some("b")),
+    ];
+    let names = qualified(&cands, &opts);
+    assert_eq!(names, ["p__a_x_get_op", "p__a_y_get_op", "p__b_x_get_op"]);
+    // Fragment paths that differ only after `#`: everything alike, so the
+    // hash of METHOD path separates them.
+    let cands = [
+        tagged(&full("op"), "GET", "/f#a", None),
+        tagged(&full("op"), "GET", "/f#b", None),
+    ];
+    let names = qualified(&cands, &opts);
+    assert_ne!(names[0], names[1]);
+    for (n, path) in names.iter().zip(["/f#a", "/f#b"]) {
+        let hash = short_hash(&format!("GET {path}"));
+        assert_eq!(*n, format!("p__get_{hash}_op"));
+    }
+}
+
+#[test]
+fn qualify_keeps_a_single_pinned_holder_and_renames_into_free_names_only() {
+    let opts = defaults();
+    let mut pinned = tagged(&full("list"), "GET", "/v1/users", Some("users"));
+    pinned.pinned = true;
+    // `users_list` is taken by a third operation: the qualified name that
+    // meets it is renamed again, the holder of `users_list` keeps it.
+    let cands = [
+        tagged(&full("list"), "GET", "/v2/users", Some("users")),
+        pinned,
+        tagged(&full("users_list"), "GET", "/other", None),
+        tagged(&full("list"), "GET", "/v3/groups", Some("groups")),
+    ];
+    let names = qualified(&cands, &opts);
+    assert_eq!(names[1], "p__list");
+    assert_eq!(names[2], "p__users_list");
+    assert_eq!(names[3], "p__groups_list");
+    let hash = short_hash("1 GET /v2/users");
+    assert_eq!(names[0], format!("p__users_list_{hash}"));
+}
+
+#[test]
+fn qualified_names_keep_within_max_length_by_the_hash_rule() {
+    let opts = NamingOptions {
+        max_length: 24,
+        ..defaults()
+    };
+    let base = "a_rather_long_operation_name";
+    let long = |path: &str, tag: &str| Candidate {
+        base: base.into(),
+        ..tagged(&full_name("p", base, &opts), "GET", path, Some(tag))
+    };
+    let cands = [long("/x", "alpha"), long("/y", "beta")];
+    let names = qualified(&cands, &opts);
+    for (n, tag) in names.iter().zip(["alpha", "beta"]) {
+        assert!(n.len() <= 24, "{n}");
+        assert_eq!(*n, full_name("p", &format!("{tag}_{base}"), &opts));
+    }
+    assert_ne!(names[0], names[1]);
+}
+
+proptest! {
+    /// Whatever the order of the candidates, each operation gets the same
+    /// name, and the names are unique.
+    #[test]
+    fn qualify_is_independent_of_order_and_leaves_no_duplicates(
+        ops in prop::collection::vec((0u8..3, 0u8..4, 0u8..3, 0u8..3), 1..12),
+        seed in any::<u64>(),
+    ) {
+        let opts = defaults();
+        let mut cands: Vec<Candidate> = Vec::new();
+        for (i, (name, seg, tag, method)) in ops.iter().enumerate() {
+            let method = ["GET", "POST", "DELETE"][*method as usize];
+            let path = format!("/s{seg}/op{i}");
+            let tag = ["a", "b", ""][*tag as usize];
+            cands.push(tagged(&full(&format!("n{name}")), method, &path, Some(tag).filter(|t| !t.is_empty())));
+        }
+        let names = qualified(&cands, &opts);
+        let mut uniq = names.clone();
+        uniq.sort();
+        uniq.dedup();
+        prop_assert_eq!(uniq.len(), names.len());
+        let mut order: Vec<usize> = (0..cands.len()).collect();
+        let mut x = seed;
+        for i in (1..order.len()).rev() {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            order.swap(i, (x >> 33) as usize % (i + 1));
+        }
+        let shuffled: Vec<Candidate> = order.iter().map(|&i| cands[i].clone()).collect();
+        let again = qualified(&shuffled, &opts);
+        for (k, &i) in order.iter().enumerate() {
+            prop_assert_eq!(&again[k], &names[i]);
         }
     }
 }

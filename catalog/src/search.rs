@@ -97,6 +97,7 @@ enum Field {
     Title,
     Description,
     Params,
+    Body,
     Tags,
     Upstream,
     Path,
@@ -113,11 +114,12 @@ enum Field {
 /// they only help a query that names the API ("gitea", "spotify"). The
 /// HTTP method's verbs ([`METHOD_WORDS`]) speak for tools whose document
 /// describes nothing but a path.
-const FIELDS: [(Field, f32, f32); 8] = [
+const FIELDS: [(Field, f32, f32); 9] = [
     (Field::Name, 3.0, 0.5),
     (Field::Title, 2.0, 0.5),
     (Field::Description, 1.0, 0.75),
     (Field::Params, 0.3, 1.0),
+    (Field::Body, 0.2, 1.0),
     (Field::Tags, 1.0, 0.5),
     (Field::Upstream, 0.5, 0.0),
     (Field::Path, 1.0, 0.5),
@@ -171,7 +173,7 @@ const SYNONYMS: &[&[&str]] = &[
     ],
     &["search", "find", "query", "lookup", "filter"],
     &["user", "member", "account", "person", "people"],
-    &["org", "organization", "organisation", "team", "company"],
+    &["organization", "team", "company"],
     &["repo", "repository", "project"],
     &["start", "run", "launch", "begin", "trigger", "submit"],
     &["stop", "cancel", "terminate", "halt", "abort"],
@@ -193,9 +195,65 @@ const SYNONYMS: &[&[&str]] = &[
 /// How much a synonym's match counts against the word itself.
 const SYNONYM_WEIGHT: f32 = 0.4;
 
+/// Short forms and what they stand for: the same word, not a neighbour in
+/// meaning, so each finds the other at [`EQUIVALENT_WEIGHT`]. An entry
+/// may be two words ("garbage collection"), matched when they follow each
+/// other in the query. Written unstemmed, like [`SYNONYMS`].
+const EQUIVALENTS: &[&[&str]] = &[
+    &["org", "organization", "organisation"],
+    &["repo", "repository"],
+    &["config", "configuration", "settings"],
+    &["app", "application"],
+    &["admin", "administrator"],
+    &["info", "information", "details"],
+    &["auth", "authentication"],
+    &["env", "environment"],
+    &["stats", "statistics"],
+    &["sync", "synchronize", "synchronise"],
+    &["msg", "message"],
+    &["doc", "document"],
+    &["dir", "directory"],
+    &["gc", "garbage collection"],
+    &["sms", "text message"],
+    &["vlm", "vision language model"],
+    &["id", "identifier"],
+    &["url", "link"],
+];
+
+/// How much a compound's parts, or two words' compound, count
+/// ([`SearchIndex::compounds`]); a part has at least
+/// [`COMPOUND_PART_LEN`] letters.
+const COMPOUND_WEIGHT: f32 = 0.6;
+const COMPOUND_PART_LEN: usize = 3;
+
+/// How much a match of an [`EQUIVALENTS`] form counts against the word
+/// itself.
+const EQUIVALENT_WEIGHT: f32 = 0.9;
+
 /// How much a tool that matches only some of the query's words is
 /// discounted: its score times (matched words / words) to this power.
 const COVERAGE_POWER: f32 = 1.0;
+
+/// [`EQUIVALENTS`], normalised as indexed words are, each entry as its
+/// words' terms; built once.
+fn equivalents() -> &'static [Vec<Vec<String>>] {
+    static TABLE: std::sync::OnceLock<Vec<Vec<Vec<String>>>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let stemmer = Stemmer::create(Algorithm::English);
+        EQUIVALENTS
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|e| {
+                        e.split(' ')
+                            .filter_map(|w| normalise(&stemmer, w))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+}
 
 /// [`SYNONYMS`], normalised as indexed words are; built once.
 fn synonyms() -> &'static [Vec<String>] {
@@ -238,6 +296,10 @@ pub struct Query {
     /// its truncation at [`TRUNCATED_WEIGHT`], its synonyms at
     /// [`SYNONYM_WEIGHT`].
     terms: Vec<QueryTerm>,
+    /// The query's plain words, lower-cased and unstemmed, with their
+    /// position among the words: what [`SearchIndex::compounds`] joins
+    /// and splits.
+    plain: Vec<(String, u8)>,
     /// Query words with at least one term.
     words: usize,
     limit: usize,
@@ -267,12 +329,43 @@ impl Query {
                 None => terms.push(QueryTerm { term, weight, word }),
             };
         let mut words = 0u8;
+        // The previous word's term: the first word of a two-word
+        // equivalent.
+        let mut previous: Option<String> = None;
+        let mut plain = Vec::new();
         split_words(text, |w| {
             let mut any = false;
+            if let Word::Plain(p) = w {
+                let lower = p.to_lowercase();
+                if lower.is_ascii()
+                    && lower.len() <= MAX_WORD_BYTES
+                    && STOP_WORDS.binary_search(&lower.as_str()).is_err()
+                {
+                    plain.push((lower, words));
+                }
+            }
+            let mut last = None;
             terms_of(&stemmer, w, |term| {
                 any = true;
                 match term {
                     Term::Exact(t) => {
+                        for group in equivalents() {
+                            let hit = group.iter().position(|e| match e.as_slice() {
+                                [one] => *one == t,
+                                [first, second] => *second == t && previous.as_ref() == Some(first),
+                                _ => false,
+                            });
+                            if let Some(hit) = hit {
+                                for (i, e) in group.iter().enumerate() {
+                                    if i != hit {
+                                        for s in e {
+                                            add(s.clone(), EQUIVALENT_WEIGHT, words);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        last = Some(t.clone());
                         for group in synonyms() {
                             if group.contains(&t) {
                                 for s in group {
@@ -288,10 +381,13 @@ impl Query {
             if any {
                 words += 1;
             }
+            previous = last;
         });
         terms.retain(|t| t.weight > 0.0);
+        plain.retain(|(_, w)| *w < words);
         Ok(Query {
             terms,
+            plain,
             words: words as usize,
             limit: DEFAULT_LIMIT,
             prefix: None,
@@ -410,9 +506,11 @@ impl SearchIndex {
     /// What each term of `query` adds to `tool`'s score before the
     /// coverage discount: why a tool ranks where it does.
     pub fn explain(&self, query: &Query, tool: usize) -> Vec<(String, f32)> {
+        let compounds = self.compounds(query);
         query
             .terms
             .iter()
+            .chain(&compounds)
             .filter_map(|q| {
                 let t = *self.terms.get(q.term.as_str())? as usize;
                 let list = &self.postings[self.offsets[t] as usize..self.offsets[t + 1] as usize];
@@ -423,6 +521,53 @@ impl SearchIndex {
                 ))
             })
             .collect()
+    }
+
+    /// Terms for the compounds the query and the catalog write apart: two
+    /// adjacent query words written as one in the catalog ("pet store",
+    /// *petstore*; "download client", *downloadclient*), and a query word
+    /// the catalog writes as two ("webhook", *web* and *hook*), each part
+    /// a word the catalog has. The index decides, not a dictionary: only
+    /// joins and splits into words some tool has are looked for, at
+    /// [`COMPOUND_WEIGHT`].
+    fn compounds(&self, query: &Query) -> Vec<QueryTerm> {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let known = |w: &str| -> Option<String> {
+            let t = normalise(&stemmer, w)?;
+            self.terms.contains_key(t.as_str()).then_some(t)
+        };
+        let mut out: Vec<QueryTerm> = Vec::new();
+        let mut push = |term: String, word: u8| {
+            if !query.terms.iter().any(|t| t.term == term) && !out.iter().any(|t| t.term == term) {
+                out.push(QueryTerm {
+                    term,
+                    weight: COMPOUND_WEIGHT,
+                    word,
+                });
+            }
+        };
+        for pair in query.plain.windows(2) {
+            let ((a, i), (b, j)) = (&pair[0], &pair[1]);
+            if *j == *i + 1 && a.len() + b.len() <= MAX_WORD_BYTES {
+                if let Some(t) = known(&format!("{a}{b}")) {
+                    push(t, *i);
+                }
+            }
+        }
+        for (w, i) in &query.plain {
+            if w.len() < 2 * COMPOUND_PART_LEN {
+                continue;
+            }
+            for cut in COMPOUND_PART_LEN..=w.len() - COMPOUND_PART_LEN {
+                let (a, b) = w.split_at(cut);
+                if let (Some(x), Some(y)) = (known(a), known(b)) {
+                    push(x, *i);
+                    push(y, *i);
+                    break;
+                }
+            }
+        }
+        out
     }
 
     fn contribution(&self, term: usize, query_weight: f32, weight: f32) -> f32 {
@@ -446,7 +591,7 @@ impl SearchIndex {
         // MAX_QUERY_TERMS (64), one bit each.
         let mut matched = vec![0u64; self.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for q in &query.terms {
+        for q in query.terms.iter().chain(&self.compounds(query)) {
             let Some(&t) = self.terms.get(q.term.as_str()) else {
                 continue;
             };
@@ -547,14 +692,20 @@ impl Builder {
                 });
             });
         };
+        let params = Params::of(tool.input_schema.as_str());
         for (i, (field, _, _)) in FIELDS.iter().enumerate() {
             match field {
                 Field::Name => put(i, upstream.base_name(&tool.name).unwrap_or(&tool.name)),
                 Field::Title => put(i, tool.title.as_deref().unwrap_or_default()),
                 Field::Description => put(i, tool.description.as_deref().unwrap_or_default()),
                 Field::Params => {
-                    let params = Params::of(tool.input_schema.as_str());
-                    for (name, description) in &params.0 {
+                    for (name, description) in &params.top {
+                        put(i, name);
+                        put(i, description.as_deref().unwrap_or_default());
+                    }
+                }
+                Field::Body => {
+                    for (name, description) in &params.nested {
                         put(i, name);
                         put(i, description.as_deref().unwrap_or_default());
                     }
@@ -793,10 +944,17 @@ fn normalise(stemmer: &Stemmer, word: &str) -> Option<String> {
     Some(stemmer.stem(&w).into_owned())
 }
 
-/// The top-level properties of an input schema: name and description.
-/// Reads only those from the schema text, skipping everything else.
+/// The properties of an input schema, name and description: the
+/// top-level ones (the operation's parameters and its body) and those one
+/// level down, inside an object parameter or the body, also through
+/// `allOf`/`anyOf`/`oneOf` and an array's `items` (what a request body
+/// says it holds). Reads only those from the schema text, skipping
+/// everything else.
 #[derive(Default)]
-struct Params(Vec<(String, Option<String>)>);
+struct Params {
+    top: Vec<(String, Option<String>)>,
+    nested: Vec<(String, Option<String>)>,
+}
 
 impl Params {
     fn of(schema: &str) -> Params {
@@ -805,16 +963,23 @@ impl Params {
             #[serde(default)]
             properties: Option<PropMap>,
         }
-        serde_json::from_str::<Top>(schema)
+        let Some(props) = serde_json::from_str::<Top>(schema)
             .ok()
             .and_then(|t| t.properties)
-            .map(|p| Params(p.0))
-            .unwrap_or_default()
+        else {
+            return Params::default();
+        };
+        let mut params = Params::default();
+        for (name, p) in props.0 {
+            params.top.push((name, p.description));
+            params.nested.extend(p.nested);
+        }
+        params
     }
 }
 
-/// `properties` as `(name, description)`, whatever each schema is.
-struct PropMap(Vec<(String, Option<String>)>);
+/// `properties` as `(name, property)`, whatever each schema is.
+struct PropMap(Vec<(String, Property)>);
 
 impl<'de> Deserialize<'de> for PropMap {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PropMap, D::Error> {
@@ -827,13 +992,119 @@ impl<'de> Deserialize<'de> for PropMap {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PropMap, A::Error> {
                 let mut out = Vec::new();
                 while let Some(name) = map.next_key::<String>()? {
-                    let Description(d) = map.next_value()?;
-                    out.push((name, d));
+                    out.push((name, map.next_value()?));
                 }
                 Ok(PropMap(out))
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// `properties` one level down: `(name, description)`.
+struct ShallowMap(Vec<(String, Option<String>)>);
+
+impl<'de> Deserialize<'de> for ShallowMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ShallowMap, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ShallowMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of schemas")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ShallowMap, A::Error> {
+                let mut out = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    let Description(d) = map.next_value()?;
+                    out.push((name, d));
+                }
+                Ok(ShallowMap(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A top-level property: its description, and the properties its schema
+/// holds one level down.
+struct Property {
+    description: Option<String>,
+    nested: Vec<(String, Option<String>)>,
+}
+
+impl<'de> Deserialize<'de> for Property {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Property, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Property;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a schema")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Property, A::Error> {
+                let mut description = None;
+                let mut nested = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match &*key {
+                        "description" if description.is_none() => {
+                            let v = map.next_value::<serde_json::Value>()?;
+                            description = v.as_str().map(str::to_string);
+                        }
+                        "properties" => nested.extend(map.next_value::<ShallowMap>()?.0),
+                        "allOf" | "anyOf" | "oneOf" => {
+                            for m in map.next_value::<Vec<Member>>()? {
+                                nested.extend(m.0);
+                            }
+                        }
+                        "items" => nested.extend(map.next_value::<Member>()?.0),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Property {
+                    description,
+                    nested,
+                })
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Property, E> {
+                Ok(Property {
+                    description: None,
+                    nested: Vec::new(),
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A member of `allOf`/`anyOf`/`oneOf` or an array's `items`: the
+/// properties it holds.
+struct Member(Vec<(String, Option<String>)>);
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a schema")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Member, A::Error> {
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "properties" {
+                        out.extend(map.next_value::<ShallowMap>()?.0);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Member(out))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Member, E> {
+                Ok(Member(Vec::new()))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -1146,14 +1417,28 @@ mod tests {
             r#"{"type":"object","properties":{"a":{"type":"string","description":"the A","items":{"description":"nested"}},"b":true,"c":{"description":5}}}"#,
         );
         assert_eq!(
-            p.0,
+            p.top,
             [
                 ("a".to_string(), Some("the A".to_string())),
                 ("b".to_string(), None),
                 ("c".to_string(), None)
             ]
         );
-        assert!(Params::of("{}").0.is_empty());
-        assert!(Params::of(r#"{"properties": 3}"#).0.is_empty());
+        assert!(Params::of("{}").top.is_empty());
+        assert!(Params::of(r#"{"properties": 3}"#).top.is_empty());
+        // One level down: a body's properties, also through `allOf` and
+        // `items`; not two.
+        let p = Params::of(
+            r#"{"properties":{"body":{"type":"object","properties":{"name":{"description":"the name","properties":{"deep":{}}}},
+              "allOf":[{"properties":{"color":{}}},true]},"ids":{"items":{"properties":{"gid":{}}}}}}"#,
+        );
+        assert_eq!(
+            p.nested,
+            [
+                ("name".to_string(), Some("the name".to_string())),
+                ("color".to_string(), None),
+                ("gid".to_string(), None)
+            ]
+        );
     }
 }

@@ -151,11 +151,13 @@ const TRUNCATED_WEIGHT: f32 = 0.5;
 /// carrying nothing about which tool fits. Their IDF is low anyway, but
 /// dropping them keeps a wordy query from favouring wordy descriptions.
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from",
-    "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or",
-    "our", "please", "should", "so", "that", "the", "their", "them", "then", "there", "these",
-    "they", "this", "those", "to", "us", "via", "want", "was", "we", "what", "when", "where",
-    "which", "who", "will", "with", "would", "you", "your",
+    "a", "about", "already", "am", "an", "and", "any", "are", "as", "at", "be", "been", "being",
+    "but", "by", "can", "could", "did", "do", "does", "each", "every", "for", "from", "has",
+    "have", "how", "i", "if", "in", "into", "is", "it", "its", "just", "may", "me", "might",
+    "must", "my", "of", "on", "one", "or", "our", "own", "please", "should", "so", "some", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "us",
+    "very", "via", "want", "was", "we", "what", "when", "where", "which", "who", "whole", "whose",
+    "why", "will", "with", "would", "you", "your",
 ];
 
 /// Groups of words an agent and an API's documentation use for the same
@@ -166,17 +168,20 @@ const STOP_WORDS: &[&str] = &[
 const SYNONYMS: &[&[&str]] = &[
     &["delete", "remove", "destroy", "erase"],
     &["list", "show", "all", "browse", "enumerate"],
-    &["create", "add", "new", "make", "register"],
+    &[
+        "create", "add", "new", "make", "register", "set up", "sign up",
+    ],
     &["update", "edit", "modify", "change", "patch", "rename"],
     &[
         "get", "fetch", "retrieve", "read", "view", "lookup", "find", "show",
     ],
+    &["check", "verify", "validate", "test", "lint"],
     &["search", "find", "query", "lookup", "filter"],
     &["user", "member", "account", "person", "people"],
     &["organization", "team", "company"],
     &["repo", "repository", "project"],
     &["start", "run", "launch", "begin", "trigger", "submit"],
-    &["stop", "cancel", "terminate", "halt", "abort"],
+    &["stop", "cancel", "terminate", "halt", "abort", "call off"],
     &["upload", "attach", "send", "put"],
     &["download", "export", "fetch"],
     &[
@@ -238,32 +243,38 @@ const COVERAGE_POWER: f32 = 1.0;
 /// words' terms; built once.
 fn equivalents() -> &'static [Vec<Vec<String>>] {
     static TABLE: std::sync::OnceLock<Vec<Vec<Vec<String>>>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let stemmer = Stemmer::create(Algorithm::English);
-        EQUIVALENTS
-            .iter()
-            .map(|g| {
-                g.iter()
-                    .map(|e| {
-                        e.split(' ')
-                            .filter_map(|w| normalise(&stemmer, w))
-                            .collect()
-                    })
-                    .collect()
-            })
-            .collect()
-    })
+    TABLE.get_or_init(|| normalise_table(EQUIVALENTS))
 }
 
-/// [`SYNONYMS`], normalised as indexed words are; built once.
-fn synonyms() -> &'static [Vec<String>] {
-    static TABLE: std::sync::OnceLock<Vec<Vec<String>>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let stemmer = Stemmer::create(Algorithm::English);
-        SYNONYMS
-            .iter()
-            .map(|g| g.iter().filter_map(|w| normalise(&stemmer, w)).collect())
-            .collect()
+/// [`SYNONYMS`], normalised as [`equivalents`] are; built once.
+fn synonyms() -> &'static [Vec<Vec<String>>] {
+    static TABLE: std::sync::OnceLock<Vec<Vec<Vec<String>>>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| normalise_table(SYNONYMS))
+}
+
+/// A table of word groups, each entry as the terms of its words.
+fn normalise_table(table: &[&[&str]]) -> Vec<Vec<Vec<String>>> {
+    let stemmer = Stemmer::create(Algorithm::English);
+    table
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|e| {
+                    e.split(' ')
+                        .filter_map(|w| normalise(&stemmer, w))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Which entry of `group`, if any, the query's words end with: `recent`
+/// holds the terms of the words before `term`, the latest last.
+fn entry_ending(group: &[Vec<String>], recent: &[String], term: &str) -> Option<usize> {
+    group.iter().position(|e| match e.split_last() {
+        Some((last, before)) => last == term && recent.ends_with(before),
+        None => false,
     })
 }
 
@@ -329,9 +340,9 @@ impl Query {
                 None => terms.push(QueryTerm { term, weight, word }),
             };
         let mut words = 0u8;
-        // The previous word's term: the first word of a two-word
-        // equivalent.
-        let mut previous: Option<String> = None;
+        // The terms of the words so far: where a phrase of the tables
+        // starts.
+        let mut recent: Vec<String> = Vec::new();
         let mut plain = Vec::new();
         split_words(text, |w| {
             let mut any = false;
@@ -350,29 +361,23 @@ impl Query {
                 match term {
                     Term::Exact(t) => {
                         for group in equivalents() {
-                            let hit = group.iter().position(|e| match e.as_slice() {
-                                [one] => *one == t,
-                                [first, second] => *second == t && previous.as_ref() == Some(first),
-                                _ => false,
-                            });
-                            if let Some(hit) = hit {
-                                for (i, e) in group.iter().enumerate() {
-                                    if i != hit {
-                                        for s in e {
-                                            add(s.clone(), EQUIVALENT_WEIGHT, words);
-                                        }
+                            if let Some(hit) = entry_ending(group, &recent, &t) {
+                                let others = group.iter().enumerate().filter(|(i, _)| *i != hit);
+                                for (_, e) in others {
+                                    for s in e {
+                                        add(s.clone(), EQUIVALENT_WEIGHT, words);
                                     }
                                 }
                             }
                         }
-                        last = Some(t.clone());
                         for group in synonyms() {
-                            if group.contains(&t) {
-                                for s in group {
+                            if entry_ending(group, &recent, &t).is_some() {
+                                for s in group.iter().flatten() {
                                     add(s.clone(), SYNONYM_WEIGHT, words);
                                 }
                             }
                         }
+                        last = Some(t.clone());
                         add(t, 1.0, words);
                     }
                     Term::Truncated(t) => add(t, TRUNCATED_WEIGHT, words),
@@ -381,7 +386,7 @@ impl Query {
             if any {
                 words += 1;
             }
-            previous = last;
+            recent.extend(last);
         });
         terms.retain(|t| t.weight > 0.0);
         plain.retain(|(_, w)| *w < words);

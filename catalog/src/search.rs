@@ -294,9 +294,10 @@ pub enum QueryError {
 struct QueryTerm {
     term: String,
     weight: f32,
-    /// The query word it stands for (< [`MAX_QUERY_TERMS`]): what
-    /// coverage counts.
-    word: u8,
+    /// The query words it stands for, one bit each (a query has at most
+    /// [`MAX_QUERY_TERMS`], 64): what coverage counts. Two for the
+    /// compound of two words.
+    words: u64,
 }
 
 /// A parsed search query: its terms, how many results, and an optional
@@ -334,10 +335,14 @@ impl Query {
             |term: String, weight: f32, word: u8| match terms.iter_mut().find(|t| t.term == term) {
                 Some(t) if t.weight < weight => {
                     t.weight = weight;
-                    t.word = word;
+                    t.words = 1 << word;
                 }
                 Some(_) => {}
-                None => terms.push(QueryTerm { term, weight, word }),
+                None => terms.push(QueryTerm {
+                    term,
+                    weight,
+                    words: 1 << word,
+                }),
             };
         let mut words = 0u8;
         // The terms of the words so far: where a phrase of the tables
@@ -542,20 +547,21 @@ impl SearchIndex {
             self.terms.contains_key(t.as_str()).then_some(t)
         };
         let mut out: Vec<QueryTerm> = Vec::new();
-        let mut push = |term: String, word: u8| {
+        let mut push = |term: String, words: u64| {
             if !query.terms.iter().any(|t| t.term == term) && !out.iter().any(|t| t.term == term) {
                 out.push(QueryTerm {
                     term,
                     weight: COMPOUND_WEIGHT,
-                    word,
+                    words,
                 });
             }
         };
         for pair in query.plain.windows(2) {
             let ((a, i), (b, j)) = (&pair[0], &pair[1]);
-            if *j == *i + 1 && a.len() + b.len() <= MAX_WORD_BYTES {
+            let (i, j) = (*i, *j);
+            if j == i + 1 && a.len() + b.len() <= MAX_WORD_BYTES {
                 if let Some(t) = known(&format!("{a}{b}")) {
-                    push(t, *i);
+                    push(t, 1 << i | 1 << j);
                 }
             }
         }
@@ -566,8 +572,8 @@ impl SearchIndex {
             for cut in COMPOUND_PART_LEN..=w.len() - COMPOUND_PART_LEN {
                 let (a, b) = w.split_at(cut);
                 if let (Some(x), Some(y)) = (known(a), known(b)) {
-                    push(x, *i);
-                    push(y, *i);
+                    push(x, 1 << i);
+                    push(y, 1 << i);
                     break;
                 }
             }
@@ -611,7 +617,7 @@ impl SearchIndex {
                     touched.push(p.tool);
                 }
                 scores[doc] += self.contribution(t, q.weight, p.weight);
-                matched[doc] |= 1u64 << q.word.min(63);
+                matched[doc] |= q.words;
             }
         }
         let words = query.words.max(1) as f32;
@@ -1414,6 +1420,62 @@ mod tests {
             top(&c, &index, "unsubscribe, I mean subscribe"),
             "pets__delete_subscription"
         );
+    }
+
+    #[test]
+    fn short_forms_and_phrases_find_each_other() {
+        let ops = r#""/orgs": {"post": {"operationId": "orgCreate", "summary": "Create an org",
+            "responses": {"201": {"description": "ok"}}}},
+          "/collections": {"post": {"operationId": "createCollection", "summary": "Create a collection",
+            "responses": {"201": {"description": "ok"}}}},
+          "/jobs/{id}/log": {"get": {"operationId": "getJobLog", "summary": "Get the log of a job",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}},
+          "/system/gc/{id}/log": {"get": {"operationId": "getGcLog", "summary": "Get gc job log",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}},
+          "/users": {"post": {"operationId": "createUser", "summary": "Create a user",
+            "responses": {"201": {"description": "ok"}}}}"#;
+        let c = catalog(ops);
+        let index = SearchIndex::build(&c);
+        // "organization" finds "org" as well as the word itself would.
+        assert_eq!(top(&c, &index, "new organization"), "pets__org_create");
+        // A two-word phrase stands for a short form (the job log would
+        // come first otherwise: it is first in the catalog).
+        assert_eq!(
+            top(&c, &index, "the log of a garbage collection job"),
+            "pets__get_gc_log"
+        );
+    }
+
+    #[test]
+    fn compounds_are_joined_and_split_as_the_catalog_writes_them() {
+        let ops = r#""/user/hooks/{id}": {"delete": {"operationId": "userDeleteHook", "summary": "Delete a hook",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"204": {"description": "ok"}}}},
+          "/user/books/{id}": {"delete": {"operationId": "userDeleteBook", "summary": "Delete a book from the web shelf",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"204": {"description": "ok"}}}},
+          "/downloadclient": {"get": {"operationId": "listDownloadclient",
+            "responses": {"200": {"description": "ok"}}}},
+          "/downloads": {"get": {"operationId": "listDownloads", "summary": "List finished downloads",
+            "responses": {"200": {"description": "ok"}}}}"#;
+        let c = catalog(ops);
+        let index = SearchIndex::build(&c);
+        // "webhook" is split into two words the catalog has.
+        assert_eq!(
+            top(&c, &index, "remove my webhook"),
+            "pets__user_delete_hook"
+        );
+        // "download clients" is joined into the word the catalog has.
+        assert_eq!(
+            top(&c, &index, "list the download clients"),
+            "pets__list_downloadclient"
+        );
+        // Only into words the catalog has: nothing to split here.
+        assert!(index
+            .compounds(&Query::parse("zebrafish").unwrap())
+            .is_empty());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! weight ([`FIELDS`]): the name without its prefix, split into words (on
 //! `__`, `_`, `.`, camelCase and letter/digit boundaries); the title; the
 //! description; the names and descriptions of the top-level input
-//! parameters; the tags (`Tool::toolsets`); the upstream (its prefix and
+//! parameters; those of the properties one level down (a request body's
+//! fields, also through `allOf`/`anyOf`/`oneOf` and `items`); the tags (`Tool::toolsets`); the upstream (its prefix and
 //! its document's title); the words of the HTTP path; and what the HTTP
 //! method does ("delete remove" for `DELETE`, [`METHOD_WORDS`]).
 //!
@@ -25,14 +26,20 @@
 //! has no spaces, is indexed by character pairs. A small synonym table
 //! ([`SYNONYMS`]) adds the usual other words for the verbs an agent's
 //! task and an API's documentation disagree on most (delete/remove,
-//! list/show, ...). A tool's score is then scaled by the share of the
+//! list/show, set up/create, ...); a table of short forms
+//! ([`EQUIVALENTS`]: org/organization, gc/garbage collection, ...) finds
+//! either spelling at almost full weight. Entries of both may be phrases.
+//! Compounds the query and the catalog write differently are joined or
+//! split against the index's own words ("pet store"/*petstore*,
+//! "webhook"/*hook*, [`SearchIndex::compounds`]). A tool's score is then scaled by the share of the
 //! query's words it matched, so one rare word does not outweigh the rest
 //! of the task.
 //!
 //! Measured on the corpus (`cargo bench -p catalog --bench search`, see
 //! docs/measurements.md), each of these helps a little and none much: the
 //! rest of what separates the task's words from the tool's is meaning, not
-//! spelling.
+//! spelling. Changes are judged on the development task set
+//! (`search-tasks-dev.yaml`, `--dev`); the test set is held out.
 //!
 //! NB: the scoring is written here rather than taken from a BM25 crate:
 //! the crates of the field (`bm25`, `probly-search`) score one text per

@@ -9,9 +9,10 @@
 //! `__`, `_`, `.`, camelCase and letter/digit boundaries); the title; the
 //! description; the names and descriptions of the top-level input
 //! parameters; those of the properties one level down (a request body's
-//! fields, also through `allOf`/`anyOf`/`oneOf` and `items`); the tags (`Tool::toolsets`); the upstream (its prefix and
-//! its document's title); the words of the HTTP path; and what the HTTP
-//! method does ("delete remove" for `DELETE`, [`METHOD_WORDS`]).
+//! fields, also through `allOf`/`anyOf`/`oneOf` and `items`); the tags
+//! (`Tool::toolsets`); the upstream (its prefix and its document's
+//! title); the words of the HTTP path; and what the HTTP method does
+//! ("delete remove" for `DELETE`, [`METHOD_WORDS`]).
 //!
 //! **Ranking** is BM25F (Robertson and Zaragoza, "The Probabilistic
 //! Relevance Framework: BM25 and Beyond", 2009, §3.5): each field's term
@@ -31,9 +32,9 @@
 //! either spelling at almost full weight. Entries of both may be phrases.
 //! Compounds the query and the catalog write differently are joined or
 //! split against the index's own words ("pet store"/*petstore*,
-//! "webhook"/*hook*, [`SearchIndex::compounds`]). A tool's score is then scaled by the share of the
-//! query's words it matched, so one rare word does not outweigh the rest
-//! of the task.
+//! "webhook"/*hook*, [`SearchIndex::compounds`]). A tool's score is then
+//! scaled by the share of the query's words it matched, so one rare word
+//! does not outweigh the rest of the task.
 //!
 //! Measured on the corpus (`cargo bench -p catalog --bench search`, see
 //! docs/measurements.md), each of these helps a little and none much: the
@@ -209,8 +210,9 @@ const SYNONYM_WEIGHT: f32 = 0.4;
 
 /// Short forms and what they stand for: the same word, not a neighbour in
 /// meaning, so each finds the other at [`EQUIVALENT_WEIGHT`]. An entry
-/// may be two words ("garbage collection"), matched when they follow each
-/// other in the query. Written unstemmed, like [`SYNONYMS`].
+/// may be several words ("garbage collection"), matched when they follow
+/// each other in the query (so may one of [`SYNONYMS`]: "set up"). Written
+/// unstemmed, like [`SYNONYMS`].
 const EQUIVALENTS: &[&[&str]] = &[
     &["org", "organization", "organisation"],
     &["repo", "repository"],
@@ -358,15 +360,10 @@ impl Query {
         let mut plain = Vec::new();
         split_words(text, |w| {
             let mut any = false;
-            if let Word::Plain(p) = w {
-                let lower = p.to_lowercase();
-                if lower.is_ascii()
-                    && lower.len() <= MAX_WORD_BYTES
-                    && STOP_WORDS.binary_search(&lower.as_str()).is_err()
-                {
-                    plain.push((lower, words));
-                }
-            }
+            let lower = match w {
+                Word::Plain(p) => Some(p.to_lowercase()).filter(|l| l.is_ascii()),
+                Word::Cjk(_) => None,
+            };
             let mut last = None;
             terms_of(&stemmer, w, |term| {
                 any = true;
@@ -396,12 +393,14 @@ impl Query {
                 }
             });
             if any {
+                if let Some(lower) = lower.filter(|l| l.len() <= MAX_WORD_BYTES) {
+                    plain.push((lower, words));
+                }
                 words += 1;
             }
             recent.extend(last);
         });
         terms.retain(|t| t.weight > 0.0);
-        plain.retain(|(_, w)| *w < words);
         Ok(Query {
             terms,
             plain,

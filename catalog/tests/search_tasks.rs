@@ -84,7 +84,7 @@ fn check_names(file: &str, tasks: &[SearchTask], tools: &BTreeMap<String, BTreeS
         }
     }
     let covered: HashSet<&str> = tasks.iter().map(|t| t.document.as_str()).collect();
-    for (document, names) in &tools {
+    for (document, names) in tools {
         if !names.is_empty() && !covered.contains(document.as_str()) {
             problems.push(format!("no task for {document}"));
         }

@@ -5,8 +5,11 @@
 //!
 //! A plain harness (no criterion), like `compile.rs`. `cargo test
 //! --benches` runs it once quickly (one timing run); `--bench` repeats the
-//! queries and the build for stable numbers. `TOOLGATE_SEARCH_TASKS`
-//! names another task file (same format); `--misses` lists each task
+//! queries and the build for stable numbers. `--dev` runs the
+//! development set `tests/corpus/search-tasks-dev.yaml` instead: ranking
+//! changes are judged on it, the default (test) set is held out and run
+//! to report (see the dev file's header). `TOOLGATE_SEARCH_TASKS` names
+//! another task file (same format); `--misses` lists each task
 //! whose tool is not in the top 5, with what came first; `--explain`
 //! adds each query term's share of the score of both.
 //!
@@ -22,10 +25,17 @@ use catalog::{compile_upstream, Catalog, CompileOptions, UpstreamSource};
 
 use toolgate_corpus::{Difficulty, SearchTask as Task, PREFIXES};
 
-fn tasks_file() -> PathBuf {
+fn tasks_file(dev: bool) -> PathBuf {
+    let set = if dev {
+        "search-tasks-dev.yaml"
+    } else {
+        "search-tasks.yaml"
+    };
     match std::env::var_os("TOOLGATE_SEARCH_TASKS") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/corpus/search-tasks.yaml"),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/corpus")
+            .join(set),
     }
 }
 
@@ -84,7 +94,7 @@ fn main() {
     let show_misses = explain || args.iter().any(|a| a == "--misses");
     let (build_runs, query_runs) = if quick { (1, 1) } else { (9, 200) };
 
-    let file = tasks_file();
+    let file = tasks_file(args.iter().any(|a| a == "--dev"));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| {
         panic!(
             "search task set {}: {e} (set TOOLGATE_SEARCH_TASKS)",

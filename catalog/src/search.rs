@@ -8,9 +8,11 @@
 //! weight ([`FIELDS`]): the name without its prefix, split into words (on
 //! `__`, `_`, `.`, camelCase and letter/digit boundaries); the title; the
 //! description; the names and descriptions of the top-level input
-//! parameters; the tags (`Tool::toolsets`); the upstream (its prefix and
-//! its document's title); the words of the HTTP path; and what the HTTP
-//! method does ("delete remove" for `DELETE`, [`METHOD_WORDS`]).
+//! parameters; those of the properties one level down (a request body's
+//! fields, also through `allOf`/`anyOf`/`oneOf` and `items`); the tags
+//! (`Tool::toolsets`); the upstream (its prefix and its document's
+//! title); the words of the HTTP path; and what the HTTP method does
+//! ("delete remove" for `DELETE`, [`METHOD_WORDS`]).
 //!
 //! **Ranking** is BM25F (Robertson and Zaragoza, "The Probabilistic
 //! Relevance Framework: BM25 and Beyond", 2009, §3.5): each field's term
@@ -25,14 +27,20 @@
 //! has no spaces, is indexed by character pairs. A small synonym table
 //! ([`SYNONYMS`]) adds the usual other words for the verbs an agent's
 //! task and an API's documentation disagree on most (delete/remove,
-//! list/show, ...). A tool's score is then scaled by the share of the
-//! query's words it matched, so one rare word does not outweigh the rest
-//! of the task.
+//! list/show, set up/create, ...); a table of short forms
+//! ([`EQUIVALENTS`]: org/organization, gc/garbage collection, ...) finds
+//! either spelling at almost full weight. Entries of both may be phrases.
+//! Compounds the query and the catalog write differently are joined or
+//! split against the index's own words ("pet store"/*petstore*,
+//! "webhook"/*hook*, [`SearchIndex::compounds`]). A tool's score is then
+//! scaled by the share of the query's words it matched, so one rare word
+//! does not outweigh the rest of the task.
 //!
 //! Measured on the corpus (`cargo bench -p catalog --bench search`, see
 //! docs/measurements.md), each of these helps a little and none much: the
 //! rest of what separates the task's words from the tool's is meaning, not
-//! spelling.
+//! spelling. Changes are judged on the development task set
+//! (`search-tasks-dev.yaml`, `--dev`); the test set is held out.
 //!
 //! NB: the scoring is written here rather than taken from a BM25 crate:
 //! the crates of the field (`bm25`, `probly-search`) score one text per
@@ -97,6 +105,7 @@ enum Field {
     Title,
     Description,
     Params,
+    Body,
     Tags,
     Upstream,
     Path,
@@ -113,11 +122,12 @@ enum Field {
 /// they only help a query that names the API ("gitea", "spotify"). The
 /// HTTP method's verbs ([`METHOD_WORDS`]) speak for tools whose document
 /// describes nothing but a path.
-const FIELDS: [(Field, f32, f32); 8] = [
+const FIELDS: [(Field, f32, f32); 9] = [
     (Field::Name, 3.0, 0.5),
     (Field::Title, 2.0, 0.5),
     (Field::Description, 1.0, 0.75),
     (Field::Params, 0.3, 1.0),
+    (Field::Body, 0.2, 1.0),
     (Field::Tags, 1.0, 0.5),
     (Field::Upstream, 0.5, 0.0),
     (Field::Path, 1.0, 0.5),
@@ -149,11 +159,13 @@ const TRUNCATED_WEIGHT: f32 = 0.5;
 /// carrying nothing about which tool fits. Their IDF is low anyway, but
 /// dropping them keeps a wordy query from favouring wordy descriptions.
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from",
-    "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or",
-    "our", "please", "should", "so", "that", "the", "their", "them", "then", "there", "these",
-    "they", "this", "those", "to", "us", "via", "want", "was", "we", "what", "when", "where",
-    "which", "who", "will", "with", "would", "you", "your",
+    "a", "about", "already", "am", "an", "and", "any", "are", "as", "at", "be", "been", "being",
+    "but", "by", "can", "could", "did", "do", "does", "each", "every", "for", "from", "has",
+    "have", "how", "i", "if", "in", "into", "is", "it", "its", "just", "may", "me", "might",
+    "must", "my", "of", "on", "one", "or", "our", "own", "please", "should", "so", "some", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "us",
+    "very", "via", "want", "was", "we", "what", "when", "where", "which", "who", "whole", "whose",
+    "why", "will", "with", "would", "you", "your",
 ];
 
 /// Groups of words an agent and an API's documentation use for the same
@@ -164,17 +176,20 @@ const STOP_WORDS: &[&str] = &[
 const SYNONYMS: &[&[&str]] = &[
     &["delete", "remove", "destroy", "erase"],
     &["list", "show", "all", "browse", "enumerate"],
-    &["create", "add", "new", "make", "register"],
+    &[
+        "create", "add", "new", "make", "register", "set up", "sign up",
+    ],
     &["update", "edit", "modify", "change", "patch", "rename"],
     &[
         "get", "fetch", "retrieve", "read", "view", "lookup", "find", "show",
     ],
+    &["check", "verify", "validate", "test", "lint"],
     &["search", "find", "query", "lookup", "filter"],
     &["user", "member", "account", "person", "people"],
-    &["org", "organization", "organisation", "team", "company"],
+    &["organization", "team", "company"],
     &["repo", "repository", "project"],
     &["start", "run", "launch", "begin", "trigger", "submit"],
-    &["stop", "cancel", "terminate", "halt", "abort"],
+    &["stop", "cancel", "terminate", "halt", "abort", "call off"],
     &["upload", "attach", "send", "put"],
     &["download", "export", "fetch"],
     &[
@@ -193,19 +208,82 @@ const SYNONYMS: &[&[&str]] = &[
 /// How much a synonym's match counts against the word itself.
 const SYNONYM_WEIGHT: f32 = 0.4;
 
+/// Short forms and what they stand for: the same word, not a neighbour in
+/// meaning, so each finds the other at [`EQUIVALENT_WEIGHT`]. An entry
+/// may be several words ("garbage collection"), matched when they follow
+/// each other in the query (so may one of [`SYNONYMS`]: "set up"). Written
+/// unstemmed, like [`SYNONYMS`].
+const EQUIVALENTS: &[&[&str]] = &[
+    &["org", "organization", "organisation"],
+    &["repo", "repository"],
+    &["config", "configuration", "settings"],
+    &["app", "application"],
+    &["admin", "administrator"],
+    &["info", "information", "details"],
+    &["auth", "authentication"],
+    &["env", "environment"],
+    &["stats", "statistics"],
+    &["sync", "synchronize", "synchronise"],
+    &["msg", "message"],
+    &["doc", "document"],
+    &["dir", "directory"],
+    &["gc", "garbage collection"],
+    &["sms", "text message"],
+    &["vlm", "vision language model"],
+    &["id", "identifier"],
+    &["url", "link"],
+];
+
+/// How much a compound's parts, or two words' compound, count
+/// ([`SearchIndex::compounds`]); a part has at least
+/// [`COMPOUND_PART_LEN`] letters.
+const COMPOUND_WEIGHT: f32 = 0.6;
+const COMPOUND_PART_LEN: usize = 3;
+
+/// How much a match of an [`EQUIVALENTS`] form counts against the word
+/// itself.
+const EQUIVALENT_WEIGHT: f32 = 0.9;
+
 /// How much a tool that matches only some of the query's words is
 /// discounted: its score times (matched words / words) to this power.
 const COVERAGE_POWER: f32 = 1.0;
 
-/// [`SYNONYMS`], normalised as indexed words are; built once.
-fn synonyms() -> &'static [Vec<String>] {
-    static TABLE: std::sync::OnceLock<Vec<Vec<String>>> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| {
-        let stemmer = Stemmer::create(Algorithm::English);
-        SYNONYMS
-            .iter()
-            .map(|g| g.iter().filter_map(|w| normalise(&stemmer, w)).collect())
-            .collect()
+/// [`EQUIVALENTS`], normalised as indexed words are, each entry as its
+/// words' terms; built once.
+fn equivalents() -> &'static [Vec<Vec<String>>] {
+    static TABLE: std::sync::OnceLock<Vec<Vec<Vec<String>>>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| normalise_table(EQUIVALENTS))
+}
+
+/// [`SYNONYMS`], normalised as [`equivalents`] are; built once.
+fn synonyms() -> &'static [Vec<Vec<String>>] {
+    static TABLE: std::sync::OnceLock<Vec<Vec<Vec<String>>>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| normalise_table(SYNONYMS))
+}
+
+/// A table of word groups, each entry as the terms of its words.
+fn normalise_table(table: &[&[&str]]) -> Vec<Vec<Vec<String>>> {
+    let stemmer = Stemmer::create(Algorithm::English);
+    table
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|e| {
+                    e.split(' ')
+                        .filter_map(|w| normalise(&stemmer, w))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Which entry of `group`, if any, the query's words end with: `recent`
+/// holds the terms of the words before `term`, the latest last.
+fn entry_ending(group: &[Vec<String>], recent: &[String], term: &str) -> Option<usize> {
+    group.iter().position(|e| match e.split_last() {
+        Some((last, before)) => last == term && recent.ends_with(before),
+        None => false,
     })
 }
 
@@ -225,9 +303,10 @@ pub enum QueryError {
 struct QueryTerm {
     term: String,
     weight: f32,
-    /// The query word it stands for (< [`MAX_QUERY_TERMS`]): what
-    /// coverage counts.
-    word: u8,
+    /// The query words it stands for, one bit each (a query has at most
+    /// [`MAX_QUERY_TERMS`], 64): what coverage counts. Two for the
+    /// compound of two words.
+    words: u64,
 }
 
 /// A parsed search query: its terms, how many results, and an optional
@@ -238,6 +317,10 @@ pub struct Query {
     /// its truncation at [`TRUNCATED_WEIGHT`], its synonyms at
     /// [`SYNONYM_WEIGHT`].
     terms: Vec<QueryTerm>,
+    /// The query's plain words, lower-cased and unstemmed, with their
+    /// position among the words: what [`SearchIndex::compounds`] joins
+    /// and splits.
+    plain: Vec<(String, u8)>,
     /// Query words with at least one term.
     words: usize,
     limit: usize,
@@ -261,37 +344,66 @@ impl Query {
             |term: String, weight: f32, word: u8| match terms.iter_mut().find(|t| t.term == term) {
                 Some(t) if t.weight < weight => {
                     t.weight = weight;
-                    t.word = word;
+                    t.words = 1 << word;
                 }
                 Some(_) => {}
-                None => terms.push(QueryTerm { term, weight, word }),
+                None => terms.push(QueryTerm {
+                    term,
+                    weight,
+                    words: 1 << word,
+                }),
             };
         let mut words = 0u8;
+        // The terms of the words so far: where a phrase of the tables
+        // starts.
+        let mut recent: Vec<String> = Vec::new();
+        let mut plain = Vec::new();
         split_words(text, |w| {
             let mut any = false;
+            let lower = match w {
+                Word::Plain(p) => Some(p.to_lowercase()).filter(|l| l.is_ascii()),
+                Word::Cjk(_) => None,
+            };
+            let mut last = None;
             terms_of(&stemmer, w, |term| {
                 any = true;
                 match term {
                     Term::Exact(t) => {
+                        for group in equivalents() {
+                            if let Some(hit) = entry_ending(group, &recent, &t) {
+                                let others = group.iter().enumerate().filter(|(i, _)| *i != hit);
+                                for (_, e) in others {
+                                    for s in e {
+                                        add(s.clone(), EQUIVALENT_WEIGHT, words);
+                                    }
+                                }
+                            }
+                        }
                         for group in synonyms() {
-                            if group.contains(&t) {
-                                for s in group {
+                            if entry_ending(group, &recent, &t).is_some() {
+                                for s in group.iter().flatten() {
                                     add(s.clone(), SYNONYM_WEIGHT, words);
                                 }
                             }
                         }
+                        last = Some(t.clone());
                         add(t, 1.0, words);
                     }
                     Term::Truncated(t) => add(t, TRUNCATED_WEIGHT, words),
                 }
             });
             if any {
+                if let Some(lower) = lower.filter(|l| l.len() <= MAX_WORD_BYTES) {
+                    plain.push((lower, words));
+                }
                 words += 1;
             }
+            recent.extend(last);
         });
         terms.retain(|t| t.weight > 0.0);
         Ok(Query {
             terms,
+            plain,
             words: words as usize,
             limit: DEFAULT_LIMIT,
             prefix: None,
@@ -410,9 +522,11 @@ impl SearchIndex {
     /// What each term of `query` adds to `tool`'s score before the
     /// coverage discount: why a tool ranks where it does.
     pub fn explain(&self, query: &Query, tool: usize) -> Vec<(String, f32)> {
+        let compounds = self.compounds(query);
         query
             .terms
             .iter()
+            .chain(&compounds)
             .filter_map(|q| {
                 let t = *self.terms.get(q.term.as_str())? as usize;
                 let list = &self.postings[self.offsets[t] as usize..self.offsets[t + 1] as usize];
@@ -423,6 +537,54 @@ impl SearchIndex {
                 ))
             })
             .collect()
+    }
+
+    /// Terms for the compounds the query and the catalog write apart: two
+    /// adjacent query words written as one in the catalog ("pet store",
+    /// *petstore*; "download client", *downloadclient*), and a query word
+    /// the catalog writes as two ("webhook", *web* and *hook*), each part
+    /// a word the catalog has. The index decides, not a dictionary: only
+    /// joins and splits into words some tool has are looked for, at
+    /// [`COMPOUND_WEIGHT`].
+    fn compounds(&self, query: &Query) -> Vec<QueryTerm> {
+        let stemmer = Stemmer::create(Algorithm::English);
+        let known = |w: &str| -> Option<String> {
+            let t = normalise(&stemmer, w)?;
+            self.terms.contains_key(t.as_str()).then_some(t)
+        };
+        let mut out: Vec<QueryTerm> = Vec::new();
+        let mut push = |term: String, words: u64| {
+            if !query.terms.iter().any(|t| t.term == term) && !out.iter().any(|t| t.term == term) {
+                out.push(QueryTerm {
+                    term,
+                    weight: COMPOUND_WEIGHT,
+                    words,
+                });
+            }
+        };
+        for pair in query.plain.windows(2) {
+            let ((a, i), (b, j)) = (&pair[0], &pair[1]);
+            let (i, j) = (*i, *j);
+            if j == i + 1 && a.len() + b.len() <= MAX_WORD_BYTES {
+                if let Some(t) = known(&format!("{a}{b}")) {
+                    push(t, 1 << i | 1 << j);
+                }
+            }
+        }
+        for (w, i) in &query.plain {
+            if w.len() < 2 * COMPOUND_PART_LEN {
+                continue;
+            }
+            for cut in COMPOUND_PART_LEN..=w.len() - COMPOUND_PART_LEN {
+                let (a, b) = w.split_at(cut);
+                if let (Some(x), Some(y)) = (known(a), known(b)) {
+                    push(x, 1 << i);
+                    push(y, 1 << i);
+                    break;
+                }
+            }
+        }
+        out
     }
 
     fn contribution(&self, term: usize, query_weight: f32, weight: f32) -> f32 {
@@ -446,7 +608,7 @@ impl SearchIndex {
         // MAX_QUERY_TERMS (64), one bit each.
         let mut matched = vec![0u64; self.len()];
         let mut touched: Vec<u32> = Vec::new();
-        for q in &query.terms {
+        for q in query.terms.iter().chain(&self.compounds(query)) {
             let Some(&t) = self.terms.get(q.term.as_str()) else {
                 continue;
             };
@@ -461,7 +623,7 @@ impl SearchIndex {
                     touched.push(p.tool);
                 }
                 scores[doc] += self.contribution(t, q.weight, p.weight);
-                matched[doc] |= 1u64 << q.word.min(63);
+                matched[doc] |= q.words;
             }
         }
         let words = query.words.max(1) as f32;
@@ -547,14 +709,20 @@ impl Builder {
                 });
             });
         };
+        let params = Params::of(tool.input_schema.as_str());
         for (i, (field, _, _)) in FIELDS.iter().enumerate() {
             match field {
                 Field::Name => put(i, upstream.base_name(&tool.name).unwrap_or(&tool.name)),
                 Field::Title => put(i, tool.title.as_deref().unwrap_or_default()),
                 Field::Description => put(i, tool.description.as_deref().unwrap_or_default()),
                 Field::Params => {
-                    let params = Params::of(tool.input_schema.as_str());
-                    for (name, description) in &params.0 {
+                    for (name, description) in &params.top {
+                        put(i, name);
+                        put(i, description.as_deref().unwrap_or_default());
+                    }
+                }
+                Field::Body => {
+                    for (name, description) in &params.nested {
                         put(i, name);
                         put(i, description.as_deref().unwrap_or_default());
                     }
@@ -793,10 +961,17 @@ fn normalise(stemmer: &Stemmer, word: &str) -> Option<String> {
     Some(stemmer.stem(&w).into_owned())
 }
 
-/// The top-level properties of an input schema: name and description.
-/// Reads only those from the schema text, skipping everything else.
+/// The properties of an input schema, name and description: the
+/// top-level ones (the operation's parameters and its body) and those one
+/// level down, inside an object parameter or the body, also through
+/// `allOf`/`anyOf`/`oneOf` and an array's `items` (what a request body
+/// says it holds). Reads only those from the schema text, skipping
+/// everything else.
 #[derive(Default)]
-struct Params(Vec<(String, Option<String>)>);
+struct Params {
+    top: Vec<(String, Option<String>)>,
+    nested: Vec<(String, Option<String>)>,
+}
 
 impl Params {
     fn of(schema: &str) -> Params {
@@ -805,16 +980,23 @@ impl Params {
             #[serde(default)]
             properties: Option<PropMap>,
         }
-        serde_json::from_str::<Top>(schema)
+        let Some(props) = serde_json::from_str::<Top>(schema)
             .ok()
             .and_then(|t| t.properties)
-            .map(|p| Params(p.0))
-            .unwrap_or_default()
+        else {
+            return Params::default();
+        };
+        let mut params = Params::default();
+        for (name, p) in props.0 {
+            params.top.push((name, p.description));
+            params.nested.extend(p.nested);
+        }
+        params
     }
 }
 
-/// `properties` as `(name, description)`, whatever each schema is.
-struct PropMap(Vec<(String, Option<String>)>);
+/// `properties` as `(name, property)`, whatever each schema is.
+struct PropMap(Vec<(String, Property)>);
 
 impl<'de> Deserialize<'de> for PropMap {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PropMap, D::Error> {
@@ -827,13 +1009,119 @@ impl<'de> Deserialize<'de> for PropMap {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PropMap, A::Error> {
                 let mut out = Vec::new();
                 while let Some(name) = map.next_key::<String>()? {
-                    let Description(d) = map.next_value()?;
-                    out.push((name, d));
+                    out.push((name, map.next_value()?));
                 }
                 Ok(PropMap(out))
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// `properties` one level down: `(name, description)`.
+struct ShallowMap(Vec<(String, Option<String>)>);
+
+impl<'de> Deserialize<'de> for ShallowMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ShallowMap, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ShallowMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of schemas")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ShallowMap, A::Error> {
+                let mut out = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    let Description(d) = map.next_value()?;
+                    out.push((name, d));
+                }
+                Ok(ShallowMap(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A top-level property: its description, and the properties its schema
+/// holds one level down.
+struct Property {
+    description: Option<String>,
+    nested: Vec<(String, Option<String>)>,
+}
+
+impl<'de> Deserialize<'de> for Property {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Property, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Property;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a schema")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Property, A::Error> {
+                let mut description = None;
+                let mut nested = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match &*key {
+                        "description" if description.is_none() => {
+                            let v = map.next_value::<serde_json::Value>()?;
+                            description = v.as_str().map(str::to_string);
+                        }
+                        "properties" => nested.extend(map.next_value::<ShallowMap>()?.0),
+                        "allOf" | "anyOf" | "oneOf" => {
+                            for m in map.next_value::<Vec<Member>>()? {
+                                nested.extend(m.0);
+                            }
+                        }
+                        "items" => nested.extend(map.next_value::<Member>()?.0),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(Property {
+                    description,
+                    nested,
+                })
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Property, E> {
+                Ok(Property {
+                    description: None,
+                    nested: Vec::new(),
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A member of `allOf`/`anyOf`/`oneOf` or an array's `items`: the
+/// properties it holds.
+struct Member(Vec<(String, Option<String>)>);
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a schema")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Member, A::Error> {
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "properties" {
+                        out.extend(map.next_value::<ShallowMap>()?.0);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(Member(out))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Member, E> {
+                Ok(Member(Vec::new()))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -1141,19 +1429,89 @@ mod tests {
     }
 
     #[test]
+    fn short_forms_and_phrases_find_each_other() {
+        let ops = r#""/orgs": {"post": {"operationId": "orgCreate", "summary": "Create an org",
+            "responses": {"201": {"description": "ok"}}}},
+          "/collections": {"post": {"operationId": "createCollection", "summary": "Create a collection",
+            "responses": {"201": {"description": "ok"}}}},
+          "/jobs/{id}/log": {"get": {"operationId": "getJobLog", "summary": "Get the log of a job",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}},
+          "/system/gc/{id}/log": {"get": {"operationId": "getGcLog", "summary": "Get gc job log",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok"}}}},
+          "/users": {"post": {"operationId": "createUser", "summary": "Create a user",
+            "responses": {"201": {"description": "ok"}}}}"#;
+        let c = catalog(ops);
+        let index = SearchIndex::build(&c);
+        // "organization" finds "org" as well as the word itself would.
+        assert_eq!(top(&c, &index, "new organization"), "pets__org_create");
+        // A two-word phrase stands for a short form (the job log would
+        // come first otherwise: it is first in the catalog).
+        assert_eq!(
+            top(&c, &index, "the log of a garbage collection job"),
+            "pets__get_gc_log"
+        );
+    }
+
+    #[test]
+    fn compounds_are_joined_and_split_as_the_catalog_writes_them() {
+        let ops = r#""/user/hooks/{id}": {"delete": {"operationId": "userDeleteHook", "summary": "Delete a hook",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"204": {"description": "ok"}}}},
+          "/user/books/{id}": {"delete": {"operationId": "userDeleteBook", "summary": "Delete a book from the web shelf",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+            "responses": {"204": {"description": "ok"}}}},
+          "/downloadclient": {"get": {"operationId": "listDownloadclient",
+            "responses": {"200": {"description": "ok"}}}},
+          "/downloads": {"get": {"operationId": "listDownloads", "summary": "List finished downloads",
+            "responses": {"200": {"description": "ok"}}}}"#;
+        let c = catalog(ops);
+        let index = SearchIndex::build(&c);
+        // "webhook" is split into two words the catalog has.
+        assert_eq!(
+            top(&c, &index, "remove my webhook"),
+            "pets__user_delete_hook"
+        );
+        // "download clients" is joined into the word the catalog has.
+        assert_eq!(
+            top(&c, &index, "list the download clients"),
+            "pets__list_downloadclient"
+        );
+        // Only into words the catalog has: nothing to split here.
+        assert!(index
+            .compounds(&Query::parse("zebrafish").unwrap())
+            .is_empty());
+    }
+
+    #[test]
     fn parameter_schemas_of_any_shape_are_read_or_skipped() {
         let p = Params::of(
             r#"{"type":"object","properties":{"a":{"type":"string","description":"the A","items":{"description":"nested"}},"b":true,"c":{"description":5}}}"#,
         );
         assert_eq!(
-            p.0,
+            p.top,
             [
                 ("a".to_string(), Some("the A".to_string())),
                 ("b".to_string(), None),
                 ("c".to_string(), None)
             ]
         );
-        assert!(Params::of("{}").0.is_empty());
-        assert!(Params::of(r#"{"properties": 3}"#).0.is_empty());
+        assert!(Params::of("{}").top.is_empty());
+        assert!(Params::of(r#"{"properties": 3}"#).top.is_empty());
+        // One level down: a body's properties, also through `allOf` and
+        // `items`; not two.
+        let p = Params::of(
+            r#"{"properties":{"body":{"type":"object","properties":{"name":{"description":"the name","properties":{"deep":{}}}},
+              "allOf":[{"properties":{"color":{}}},true]},"ids":{"items":{"properties":{"gid":{}}}}}}"#,
+        );
+        assert_eq!(
+            p.nested,
+            [
+                ("name".to_string(), Some("the name".to_string())),
+                ("color".to_string(), None),
+                ("gid".to_string(), None)
+            ]
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Where tests and benches find the public spec corpus (`shared/specs`,
 //! described by its INDEX.md), the tool prefix of each document when the
 //! corpus is served as one catalog ([`PREFIXES`]), and the tool search
-//! evaluation set over that catalog ([`search_tasks`]). Dev-only: no crate
+//! evaluation sets over that catalog ([`search_tasks`], held out, and
+//! [`search_tasks_dev`], for development). Dev-only: no crate
 //! depends on it outside `[dev-dependencies]`.
 //!
 //! The folder is `$TOOLGATE_SPECS` when that is set and not empty, else
@@ -145,11 +146,20 @@ pub enum Difficulty {
     Hard,
 }
 
-/// The tool search evaluation set; panics when the file does not parse.
+/// The tool search evaluation set (the held-out test set); panics when the
+/// file does not parse.
 pub fn search_tasks() -> Vec<SearchTask> {
     // Compiled in, so editing the file rebuilds whatever reads it.
     const TASKS: &str = include_str!("../search-tasks.yaml");
     yaml_serde::from_str(TASKS).unwrap_or_else(|e| panic!("search-tasks.yaml: {e}"))
+}
+
+/// The tool search development set (`search-tasks-dev.yaml`): what ranking
+/// changes are judged on, so that [`search_tasks`] stays held out; panics
+/// when the file does not parse.
+pub fn search_tasks_dev() -> Vec<SearchTask> {
+    const TASKS: &str = include_str!("../search-tasks-dev.yaml");
+    yaml_serde::from_str(TASKS).unwrap_or_else(|e| panic!("search-tasks-dev.yaml: {e}"))
 }
 
 /// The tool prefix of the corpus document at `path` (see [`PREFIXES`]);

@@ -11,8 +11,11 @@ use super::response::{success_responses, Success};
 use super::schema::SchemaConverter;
 use super::{annotate, op_ref, plan, reject, toolsets, CompileLimits, Draft};
 use crate::error::CompileError;
-use crate::model::{RejectReason, Rejected, ResponseFormat, ResponseSchema, Tool, Transforms};
-use crate::options::CompileOptions;
+use crate::model::{
+    RejectReason, Rejected, ResponseFormat, ResponseSchema, Schema, Tool, Transforms,
+};
+use crate::options::{CompileOptions, SchemaOptions};
+use crate::slim::Listed;
 use crate::spec::Document;
 
 /// Running total of the schema text one compile has rendered.
@@ -180,8 +183,10 @@ pub(super) fn build_tool<'d>(
         name: draft.name.clone(),
         title: annotations.title.clone(),
         description,
-        input_schema: input.to_schema(),
-        output_schema: output.as_ref().map(Node::to_schema),
+        input_schema: listed(&input, Listed::Input, &options.schema),
+        output_schema: output
+            .as_ref()
+            .map(|o| listed(o, Listed::Output, &options.schema)),
         annotations,
         operation: op_ref(site, method),
         plan: args.plan,
@@ -192,6 +197,18 @@ pub(super) fn build_tool<'d>(
         auth_required,
         toolsets: op.as_object().map(toolsets).unwrap_or_default(),
     })
+}
+
+/// A schema as `tools/list` lists it: slimmed as the settings say (see
+/// [`crate::slim`]), after the meta-schema check (slimming only removes
+/// annotations or moves sub-schemas under `$defs`, which keeps a valid
+/// schema valid).
+fn listed(s: &Node<'_>, role: Listed, options: &SchemaOptions) -> Schema {
+    if crate::slim::is_noop(options) {
+        s.to_schema()
+    } else {
+        Schema::from_value(&crate::slim::slim(s.to_value(), role, options))
+    }
 }
 
 /// Measures the schemas a tool will emit, before any text is rendered:

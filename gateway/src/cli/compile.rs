@@ -232,6 +232,53 @@ fn lint_upstream(
     listing_sizes(out, u, largest)
 }
 
+/// Where the listing's bytes go (see `catalog::size`), in both modes.
+fn where_the_bytes_go(out: &mut String, u: &UpstreamCatalog) -> std::fmt::Result {
+    use catalog::size::{breakdown, SchemaBytes};
+    use std::fmt::Write as _;
+    let warn = breakdown(&u.tools, false);
+    let fail = breakdown(&u.tools, true);
+    writeln!(
+        out,
+        "\nWhere the bytes go (warn/off; fail adds outputSchema; `repeated` overlaps the rest):"
+    )?;
+    writeln!(out, "  {:<34} {:>10} {:>10}", "", "warn, off", "fail")?;
+    let mut row = |what: &str, a: u64, b: u64| writeln!(out, "  {what:<34} {a:>10} {b:>10}");
+    row("total", warn.total, fail.total)?;
+    row(
+        "tool fields (name, description...)",
+        warn.tool_fields,
+        fail.tool_fields,
+    )?;
+    let rows: [(&str, fn(&SchemaBytes) -> u64); 10] = [
+        ("schemas", |s| s.total),
+        ("  descriptions, top-level", |s| s.top_descriptions),
+        ("  descriptions, nested", |s| s.nested_descriptions),
+        ("  examples, top-level", |s| s.top_examples),
+        ("  examples, nested", |s| s.nested_examples),
+        ("  titles repeating the name", |s| s.title_copies),
+        ("  other titles", |s| s.titles),
+        ("  defaults", |s| s.defaults),
+        ("  the rest (types, validation)", SchemaBytes::rest),
+        ("  repeated sub-schemas", |s| s.repeated),
+    ];
+    for (side, pick) in [("inputSchema", false), ("outputSchema", true)] {
+        let (a, b) = if pick {
+            (&warn.output, &fail.output)
+        } else {
+            (&warn.input, &fail.input)
+        };
+        for (what, get) in rows {
+            let what = match what {
+                "schemas" => side.to_string(),
+                w => w.to_string(),
+            };
+            row(&what, get(a), get(b))?;
+        }
+    }
+    Ok(())
+}
+
 /// The estimated `tools/list` size of the document's tools, as the gateway
 /// lists them under each response validation mode (the operator reports
 /// the same in `status.listing`), and the largest tools.
@@ -252,6 +299,7 @@ fn listing_sizes(out: &mut String, u: &UpstreamCatalog, largest: usize) -> std::
         "  responseValidation fail (outputSchema listed):  {}",
         line(listed(ResponseValidation::Fail))
     )?;
+    where_the_bytes_go(out, u)?;
     let mut tools: Vec<(u64, u64, &str)> = u
         .tools
         .iter()

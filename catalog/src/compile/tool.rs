@@ -204,11 +204,13 @@ pub(super) fn build_tool<'d>(
 /// annotations or moves sub-schemas under `$defs`, which keeps a valid
 /// schema valid).
 fn listed(s: &Node<'_>, role: Listed, options: &SchemaOptions) -> Schema {
+    let full = s.to_schema();
     if crate::slim::is_noop(options) {
-        s.to_schema()
-    } else {
-        Schema::from_value(&crate::slim::slim(s.to_value(), role, options))
+        return full;
     }
+    // Rendered first all the same: that caches the shared expansions'
+    // texts for the compile, as `charge_schema_bytes` counted them.
+    Schema::from_value(&crate::slim::slim(full.to_value(), role, options))
 }
 
 /// Measures the schemas a tool will emit, before any text is rendered:

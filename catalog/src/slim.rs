@@ -180,7 +180,7 @@ pub fn slim(mut schema: Value, listed: Listed, options: &SchemaOptions) -> Value
     match options.refs {
         SchemaRefs::Inline => schema,
         SchemaRefs::Defs => {
-            let factored = defs::factor(&schema);
+            let factored = defs::factor(&schema, nested);
             // `$ref`s cost bytes too: never list a larger schema.
             if json_len(&factored) < json_len(&schema) {
                 factored
@@ -233,8 +233,9 @@ mod defs {
     //! Sub-schemas repeated within one schema, emitted once under `$defs`.
     //!
     //! Candidates are object sub-schemas below the top-level arguments
-    //! (depth ≥ 2: an argument's own schema stays in place, where an agent
-    //! and the tool search read its description), compared by their
+    //! (depth ≥ 2 of an `inputSchema`: an argument's own schema stays in
+    //! place, where an agent and the tool search read its description;
+    //! depth ≥ 1 of an `outputSchema`), compared by their
     //! compact JSON text. The outermost repeats are factored first; a
     //! repeat inside a factored schema is factored inside its definition.
     use super::*;
@@ -243,10 +244,10 @@ mod defs {
     /// bytes itself).
     const MIN_TEXT: usize = 64;
 
-    pub(super) fn factor(schema: &Value) -> Value {
+    pub(super) fn factor(schema: &Value, from: usize) -> Value {
         let mut counts: HashMap<String, usize> = HashMap::new();
         visit(schema, 0, None, &mut |s, depth, _| {
-            if depth >= 2 && s.is_object() {
+            if depth >= from && s.is_object() {
                 let text = s.to_string();
                 if text.len() >= MIN_TEXT {
                     *counts.entry(text).or_default() += 1;
@@ -259,6 +260,7 @@ mod defs {
             return out;
         }
         let mut f = Factor {
+            from,
             counts,
             names: HashMap::new(),
             defs: Vec::new(),
@@ -275,7 +277,8 @@ mod defs {
         let mut i = 0;
         while i < f.defs.len() {
             let mut body = std::mem::take(&mut f.defs[i].1);
-            f.walk_children(&mut body, 0);
+            // Below a candidate depth, so every part may be one.
+            f.walk_children(&mut body, f.from);
             f.defs[i].1 = body;
             i += 1;
         }
@@ -293,6 +296,8 @@ mod defs {
     }
 
     struct Factor {
+        /// The depth candidates start at.
+        from: usize,
         /// Occurrences of each repeated text still in the tree.
         counts: HashMap<String, usize>,
         /// Definition name of each text factored so far.
@@ -303,7 +308,7 @@ mod defs {
 
     impl Factor {
         fn walk(&mut self, s: &mut Value, depth: usize, name: Option<&str>) {
-            if depth >= 2 && s.is_object() {
+            if depth >= self.from && s.is_object() {
                 let text = s.to_string();
                 if self.counts.get(&text).is_some_and(|n| *n >= 2) {
                     let def = match self.names.get(&text).cloned() {

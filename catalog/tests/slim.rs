@@ -416,3 +416,20 @@ proptest! {
         }
     }
 }
+
+/// Issue 13's goal, where it is reachable: Box's `tools/list` with output
+/// schemas at most half of FastMCP 4.2.3's (5.73 MB), under the defaults.
+#[test]
+fn box_lists_at_most_half_of_fastmcps_bytes_with_output_schemas() {
+    let spec = toolgate_corpus::read("box-openapi.json");
+    let u = compile_upstream(&UpstreamSource {
+        prefix: "box",
+        document: "box-openapi.json",
+        spec: &spec,
+        overlays: &[],
+        options: &CompileOptions::default(),
+    })
+    .unwrap();
+    let with_output = catalog::listing::size_of(&u.tools, true).bytes;
+    assert!(with_output <= 5_730_000 / 2, "{with_output}");
+}

@@ -42,8 +42,8 @@ pub struct SchemaBytes {
 }
 
 impl SchemaBytes {
-    /// Measures one schema. `top` is the depth up to which descriptions
-    /// and examples count as top-level (1 for a tool's schemas).
+    /// Measures one schema. Descriptions and examples of the root and its
+    /// properties count as top-level.
     pub fn of(schema: &Value) -> SchemaBytes {
         let mut b = SchemaBytes {
             total: crate::slim::json_len(schema) as u64,
@@ -79,6 +79,23 @@ impl SchemaBytes {
         b
     }
 
+    /// Each category with a label, in the order `toolgate lint` prints
+    /// them: the whole text first.
+    pub fn rows(&self) -> [(&'static str, u64); 10] {
+        [
+            ("total", self.total),
+            ("descriptions, top-level", self.top_descriptions),
+            ("descriptions, nested", self.nested_descriptions),
+            ("examples, top-level", self.top_examples),
+            ("examples, nested", self.nested_examples),
+            ("titles repeating the name", self.title_copies),
+            ("other titles", self.titles),
+            ("defaults", self.defaults),
+            ("the rest (types, validation)", self.rest()),
+            ("repeated sub-schemas", self.repeated),
+        ]
+    }
+
     /// Bytes not in any category above but `repeated`: types, properties'
     /// names, validation keywords, punctuation.
     pub fn rest(&self) -> u64 {
@@ -106,10 +123,8 @@ fn repeated_bytes(schema: &Value, repeated: &HashMap<String, u64>) -> u64 {
         if !top {
             if let Value::Object(_) = s {
                 let text = s.to_string();
-                if repeated.contains_key(&text) {
-                    if !seen.insert(text.clone()) {
-                        return text.len() as u64;
-                    }
+                if repeated.contains_key(&text) && !seen.insert(text.clone()) {
+                    return text.len() as u64;
                 }
             }
         }

@@ -234,7 +234,7 @@ fn lint_upstream(
 
 /// Where the listing's bytes go (see `catalog::size`), in both modes.
 fn where_the_bytes_go(out: &mut String, u: &UpstreamCatalog) -> std::fmt::Result {
-    use catalog::size::{breakdown, SchemaBytes};
+    use catalog::size::breakdown;
     use std::fmt::Write as _;
     let warn = breakdown(&u.tools, false);
     let fail = breakdown(&u.tools, true);
@@ -250,30 +250,15 @@ fn where_the_bytes_go(out: &mut String, u: &UpstreamCatalog) -> std::fmt::Result
         warn.tool_fields,
         fail.tool_fields,
     )?;
-    let rows: [(&str, fn(&SchemaBytes) -> u64); 10] = [
-        ("schemas", |s| s.total),
-        ("  descriptions, top-level", |s| s.top_descriptions),
-        ("  descriptions, nested", |s| s.nested_descriptions),
-        ("  examples, top-level", |s| s.top_examples),
-        ("  examples, nested", |s| s.nested_examples),
-        ("  titles repeating the name", |s| s.title_copies),
-        ("  other titles", |s| s.titles),
-        ("  defaults", |s| s.defaults),
-        ("  the rest (types, validation)", SchemaBytes::rest),
-        ("  repeated sub-schemas", |s| s.repeated),
-    ];
-    for (side, pick) in [("inputSchema", false), ("outputSchema", true)] {
-        let (a, b) = if pick {
-            (&warn.output, &fail.output)
-        } else {
-            (&warn.input, &fail.input)
-        };
-        for (what, get) in rows {
-            let what = match what {
-                "schemas" => side.to_string(),
-                w => w.to_string(),
-            };
-            row(&what, get(a), get(b))?;
+    for (side, a, b) in [
+        ("inputSchema", &warn.input, &fail.input),
+        ("outputSchema", &warn.output, &fail.output),
+    ] {
+        for ((what, x), (_, y)) in a.rows().into_iter().zip(b.rows()) {
+            match what {
+                "total" => row(side, x, y)?,
+                _ => row(&format!("  {what}"), x, y)?,
+            }
         }
     }
     Ok(())

@@ -199,8 +199,11 @@ fn cut_descriptions(schema: &mut Value, nested: usize, budget: u64) {
     // (depth, bytes, visit order) of every nested description.
     let mut found: Vec<(usize, u64, usize)> = Vec::new();
     let mut order = 0;
+    // Objects only, numbered as `visit_mut` meets them (it skips boolean
+    // schemas).
     visit(schema, 0, None, &mut |s, depth, _| {
-        if let Some(d) = s.get("description").filter(|d| d.is_string()) {
+        let Value::Object(m) = s else { return };
+        if let Some(d) = m.get("description").filter(|d| d.is_string()) {
             if depth >= nested {
                 found.push((depth, entry_len("description", d), order));
             }

@@ -3,6 +3,7 @@
 //! rule, and the corpus for "every validation keyword stays" and "`defs`,
 //! expanded again, is the inline schema".
 
+use catalog::size::SchemaBytes;
 use catalog::slim::{slim, Listed};
 use catalog::{compile_upstream, CompileOptions, SchemaOptions, SchemaRefs, UpstreamSource};
 use proptest::prelude::*;
@@ -48,7 +49,8 @@ fn document() -> Value {
         "properties": {
             "street_name": leaf('a'),
             "city": leaf('b'),
-            "geo": {"type": "object", "description": text('c'),
+            // A boolean schema before the descriptions: a position too.
+            "geo": {"additionalProperties": false, "type": "object", "description": text('c'),
                     "properties": {"lat": {"type": "number", "minimum": -90,
                                            "description": text('d')}}},
         }
@@ -365,6 +367,7 @@ fn schema_with_repeats() -> impl Strategy<Value = Value> {
         (0u64..5).prop_map(|n| json!({"type": "string", "maxLength": n, "description": "a long enough description"})),
         (0i64..5).prop_map(|n| json!({"type": "integer", "minimum": n, "examples": [n]})),
         Just(json!({"enum": ["a", "b"], "title": "Choice of two letters", "default": "a"})),
+        Just(json!(false)),
     ];
     let tree = leaf.prop_recursive(4, 24, 4, |inner| {
         prop_oneof![
@@ -389,7 +392,8 @@ fn schema_with_repeats() -> impl Strategy<Value = Value> {
             .map(|(i, a)| {
                 (
                     format!("arg{i}"),
-                    json!({"type": "object", "properties": {"x": a.clone(), "y": a}}),
+                    json!({"type": "object", "description": format!("argument {i}"),
+                           "additionalProperties": true, "properties": {"x": a.clone(), "y": a}}),
                 )
             })
             .collect();
@@ -401,7 +405,7 @@ proptest! {
     /// `defs`, expanded, is exactly what `inline` lists, for input and
     /// output schemas alike, and is never larger.
     #[test]
-    fn defs_expands_to_the_inline_schema(schema in schema_with_repeats(), budget in 0usize..400) {
+    fn slimming_keeps_every_constraint_and_defs_expand_to_inline(schema in schema_with_repeats(), budget in 0usize..400) {
         for listed in [Listed::Input, Listed::Output] {
             let inline = slim(schema.clone(), listed, &SchemaOptions { description_budget: budget, ..Default::default() });
             let defs = slim(schema.clone(), listed, &SchemaOptions {
@@ -413,6 +417,17 @@ proptest! {
             prop_assert!(defs.to_string().len() <= inline.to_string().len());
             prop_assert!(jsonschema::draft202012::meta::is_valid(&defs));
             prop_assert_eq!(validation_only(&inline), validation_only(&schema));
+        }
+        // Top-level argument descriptions stay whole; the nested ones
+        // left fit the budget.
+        let before = SchemaBytes::of(&schema);
+        let after = SchemaBytes::of(&slim(schema.clone(), Listed::Input, &SchemaOptions {
+            description_budget: budget,
+            ..Default::default()
+        }));
+        prop_assert_eq!(after.top_descriptions, before.top_descriptions);
+        if budget > 0 {
+            prop_assert!(after.nested_descriptions <= budget as u64);
         }
     }
 }

@@ -147,7 +147,7 @@ pub enum Listed {
 
 impl Listed {
     /// The depth from which descriptions and examples are nested.
-    fn nested_from(self) -> usize {
+    pub(crate) fn nested_from(self) -> usize {
         match self {
             Listed::Input => 2,
             Listed::Output => 1,
@@ -161,7 +161,7 @@ pub fn slim(mut schema: Value, listed: Listed, options: &SchemaOptions) -> Value
     if !options.nested_examples || !options.title_copies {
         visit_mut(&mut schema, 0, None, &mut |map, depth, name| {
             if depth >= nested && !options.nested_examples {
-                map.remove("examples");
+                map.shift_remove("examples");
             }
             if !options.title_copies {
                 let copy = match (map.get("title"), name) {
@@ -169,7 +169,7 @@ pub fn slim(mut schema: Value, listed: Listed, options: &SchemaOptions) -> Value
                     _ => false,
                 };
                 if copy {
-                    map.remove("title");
+                    map.shift_remove("title");
                 }
             }
         });
@@ -226,7 +226,7 @@ fn cut_descriptions(schema: &mut Value, nested: usize, budget: u64) {
     let mut order = 0;
     visit_mut(schema, 0, None, &mut |map, _, _| {
         if cut.contains(&order) {
-            map.remove("description");
+            map.shift_remove("description");
         }
         order += 1;
     });

@@ -9,12 +9,13 @@ use super::dry_run::{body_schema, check_transforms, DryRunInputs, DryRuns};
 use super::node::{self, Node};
 use super::response::{success_responses, Success};
 use super::schema::SchemaConverter;
+use super::slim_node;
 use super::{annotate, op_ref, plan, reject, toolsets, CompileLimits, Draft};
 use crate::error::CompileError;
 use crate::model::{
     RejectReason, Rejected, ResponseFormat, ResponseSchema, Schema, Tool, Transforms,
 };
-use crate::options::{CompileOptions, SchemaOptions};
+use crate::options::{CompileOptions, SchemaOptions, SchemaRefs};
 use crate::slim::Listed;
 use crate::spec::Document;
 
@@ -183,10 +184,8 @@ pub(super) fn build_tool<'d>(
         name: draft.name.clone(),
         title: annotations.title.clone(),
         description,
-        input_schema: listed(&input, Listed::Input, &options.schema),
-        output_schema: output
-            .as_ref()
-            .map(|o| listed(o, Listed::Output, &options.schema)),
+        input_schema: listed(input, Listed::Input, &options.schema),
+        output_schema: output.map(|o| listed(o, Listed::Output, &options.schema)),
         annotations,
         operation: op_ref(site, method),
         plan: args.plan,
@@ -203,13 +202,18 @@ pub(super) fn build_tool<'d>(
 /// [`crate::slim`]), after the meta-schema check (slimming only removes
 /// annotations or moves sub-schemas under `$defs`, which keeps a valid
 /// schema valid).
-fn listed(s: &Node<'_>, role: Listed, options: &SchemaOptions) -> Schema {
+fn listed(mut s: Node<'_>, role: Listed, options: &SchemaOptions) -> Schema {
+    // Rendered first all the same: that caches the shared expansions'
+    // texts for the compile, as `charge_schema_bytes` counted them, and
+    // the slimmed text copies those left whole.
     let full = s.to_schema();
     if crate::slim::is_noop(options) {
         return full;
     }
-    // Rendered first all the same: that caches the shared expansions'
-    // texts for the compile, as `charge_schema_bytes` counted them.
+    if options.refs == SchemaRefs::Inline && slim_node::slim_in_place(&mut s, role, options).is_ok()
+    {
+        return s.to_schema();
+    }
     Schema::from_value(&crate::slim::slim(full.to_value(), role, options))
 }
 

@@ -108,25 +108,42 @@ fn visit_mut(
 
 /// Bytes `"key":value,` takes in compact JSON (the comma counted with it).
 pub(crate) fn entry_len(key: &str, value: &Value) -> u64 {
-    (json_len(&Value::String(key.to_string())) + 1 + json_len(value) + 1) as u64
+    (json_len(key) + 1 + json_len(value) + 1) as u64
 }
 
-pub(crate) fn json_len(v: &Value) -> usize {
-    serde_json::to_string(v).map_or(0, |s| s.len())
+/// Counts the bytes serde_json writes, without keeping them.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Length of `v`'s compact JSON text, counted (this runs for every
+/// description of every tool).
+pub(crate) fn json_len<T: serde::Serialize + ?Sized>(v: &T) -> usize {
+    let mut n = ByteCount(0);
+    // Writing JSON values with string keys into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
 }
 
 /// Whether a `title` only repeats its property's name: equal once case
 /// and everything but letters and digits are ignored (`Account SID` for
 /// `account_sid`).
 pub(crate) fn title_repeats_name(title: &str, name: &str) -> bool {
-    let norm = |s: &str| -> String {
-        s.chars()
-            .filter(char::is_ascii_alphanumeric)
+    fn norm(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes()
+            .filter(u8::is_ascii_alphanumeric)
             .map(|c| c.to_ascii_lowercase())
-            .collect()
-    };
-    let t = norm(title);
-    !t.is_empty() && t == norm(name)
+    }
+    norm(title).next().is_some() && norm(title).eq(norm(name))
 }
 
 /// Whether [`slim`] would leave every schema as it is.

@@ -51,6 +51,8 @@ pub mod publish;
 pub mod reason;
 pub mod runtime;
 pub mod search;
+pub mod size;
+pub mod slim;
 pub mod spec;
 pub mod synth;
 pub mod toolset;

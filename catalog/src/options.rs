@@ -172,6 +172,16 @@ pub struct SchemaOptions {
     pub body_mode: BodyMode,
     /// Value of top-level `additionalProperties` in input schemas.
     pub additional_properties: bool,
+    /// Bytes of descriptions below the top-level arguments that each listed
+    /// schema (`inputSchema`, `outputSchema`) keeps; past it the deepest,
+    /// then longest, are dropped. Top-level argument descriptions are kept
+    /// whole. 0 keeps every description.
+    pub description_budget: usize,
+    /// Keep `examples` below the top-level arguments.
+    pub nested_examples: bool,
+    /// Keep a `title` that only repeats its property's name.
+    pub title_copies: bool,
+    pub refs: SchemaRefs,
 }
 
 impl Default for SchemaOptions {
@@ -179,8 +189,29 @@ impl Default for SchemaOptions {
         SchemaOptions {
             body_mode: BodyMode::Auto,
             additional_properties: false,
+            description_budget: DEFAULT_DESCRIPTION_BUDGET,
+            nested_examples: false,
+            title_copies: false,
+            refs: SchemaRefs::Inline,
         }
     }
+}
+
+/// Default of [`SchemaOptions::description_budget`].
+pub const DEFAULT_DESCRIPTION_BUDGET: usize = 2048;
+
+/// How sub-schemas repeated within one listed schema are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub enum SchemaRefs {
+    /// Every sub-schema written where it is used: no `$ref`, for clients
+    /// that cannot follow one.
+    #[default]
+    Inline,
+    /// Sub-schemas repeated within a schema written once under its
+    /// `$defs` and referenced with `$ref` (`#/$defs/NAME`).
+    Defs,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -292,6 +292,77 @@ fn lint_estimates_the_tools_list_size_and_names_the_largest_tools() {
     }
 }
 
+/// `lint` says where the listing's bytes go, and `--config` settings show
+/// the document before the schema cuts: nested descriptions over the
+/// budget, nested examples and title copies go; top-level descriptions
+/// and everything else stay.
+#[test]
+fn lint_shows_where_the_bytes_go_before_and_after_the_schema_cuts() {
+    let dir = tempdir();
+    let long = "x".repeat(3000);
+    let spec = serde_json::json!({
+        "openapi": "3.1.0", "info": {"title": "t", "version": "1"},
+        "paths": {"/things": {"post": {
+            "operationId": "makeThing",
+            "requestBody": {"required": true, "content": {"application/json": {"schema": {
+                "type": "object",
+                "properties": {"thing": {
+                    "type": "object", "description": "The thing.",
+                    "properties": {"size": {"type": "integer", "maximum": 9,
+                        "description": long, "examples": [3], "title": "Size"}}
+                }}
+            }}}}
+        }}}
+    });
+    let spec_file = dir.join("spec.json");
+    std::fs::write(&spec_file, spec.to_string()).unwrap();
+    let keep = dir.join("keep.yaml");
+    std::fs::write(
+        &keep,
+        "schema: {descriptionBudget: 0, nestedExamples: true, titleCopies: true}\n",
+    )
+    .unwrap();
+    let source = ["--spec", spec_file.to_str().unwrap(), "--prefix", "t"];
+    let lint = |extra: &[&str]| {
+        let r = toolgate(&[&["lint"], &source[..], extra].concat());
+        assert!(r.status.success(), "{}", text(&r.stderr));
+        text(&r.stdout)
+    };
+    // "    descriptions, nested   3017   3017": both modes.
+    let row = |out: &str, what: &str| -> u64 {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(what))
+            .unwrap_or_else(|| panic!("no {what:?} row: {out}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words[words.len() - 2].parse().unwrap()
+    };
+    let before = lint(&["--config", keep.to_str().unwrap()]);
+    let after = lint(&[]);
+    assert!(before.contains("Where the bytes go"), "{before}");
+    let entry = |k: &str, v: &str| (k.len() + 2 + 1 + v.len() + 1) as u64;
+    assert_eq!(
+        row(&before, "descriptions, nested"),
+        entry("description", &format!("\"{long}\""))
+    );
+    assert_eq!(row(&before, "examples, nested"), entry("examples", "[3]"));
+    assert_eq!(
+        row(&before, "titles repeating the name"),
+        entry("title", "\"Size\"")
+    );
+    assert_eq!(row(&after, "descriptions, nested"), 0, "{after}");
+    assert_eq!(row(&after, "examples, nested"), 0, "{after}");
+    assert_eq!(row(&after, "titles repeating the name"), 0, "{after}");
+    let top = entry("description", "\"The thing.\"");
+    assert_eq!(row(&before, "descriptions, top-level"), top);
+    assert_eq!(row(&after, "descriptions, top-level"), top);
+    assert_eq!(
+        row(&before, "the rest (types, validation)"),
+        row(&after, "the rest (types, validation)")
+    );
+    assert!(row(&after, "total") < row(&before, "total") - 3000);
+}
+
 fn tempdir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "toolgate-cli-{}-{}",

@@ -19,6 +19,7 @@ mod node;
 mod plan;
 mod response;
 mod schema;
+mod slim_node;
 mod tool;
 
 use serde_json::{Map, Value};

@@ -53,9 +53,15 @@ pub struct Shared<'d> {
     /// Length of `text`, known without rendering it.
     len: OnceCell<usize>,
     valid: OnceCell<bool>,
+    /// What listed-schema cuts would find inside (`slim_node`).
+    pub(super) slim: OnceCell<super::slim_node::Summary>,
 }
 
-impl Shared<'_> {
+impl<'d> Shared<'d> {
+    pub(super) fn node(&self) -> &Node<'d> {
+        &self.node
+    }
+
     /// Compact JSON text, rendered on first use.
     fn raw(&self) -> &RawValue {
         self.text.get_or_init(|| render(&self.node))
@@ -191,7 +197,16 @@ impl<'d> Node<'d> {
                 text: OnceCell::new(),
                 len: OnceCell::new(),
                 valid: OnceCell::new(),
+                slim: OnceCell::new(),
             })),
+        }
+    }
+
+    /// The shared part, if this is one.
+    pub(super) fn shared(&self) -> Option<&Shared<'d>> {
+        match self {
+            Node::Shared(sh) => Some(sh),
+            _ => None,
         }
     }
 

@@ -9,10 +9,14 @@ use super::dry_run::{body_schema, check_transforms, DryRunInputs, DryRuns};
 use super::node::{self, Node};
 use super::response::{success_responses, Success};
 use super::schema::SchemaConverter;
+use super::slim_node;
 use super::{annotate, op_ref, plan, reject, toolsets, CompileLimits, Draft};
 use crate::error::CompileError;
-use crate::model::{RejectReason, Rejected, ResponseFormat, ResponseSchema, Tool, Transforms};
-use crate::options::CompileOptions;
+use crate::model::{
+    RejectReason, Rejected, ResponseFormat, ResponseSchema, Schema, Tool, Transforms,
+};
+use crate::options::{CompileOptions, SchemaOptions, SchemaRefs};
+use crate::slim::Listed;
 use crate::spec::Document;
 
 /// Running total of the schema text one compile has rendered.
@@ -186,8 +190,8 @@ pub(super) fn build_tool<'d>(
         name: draft.name.clone(),
         title: annotations.title.clone(),
         description,
-        input_schema: input.to_schema(),
-        output_schema: output.as_ref().map(Node::to_schema),
+        input_schema: listed(input, Listed::Input, &options.schema),
+        output_schema: output.map(|o| listed(o, Listed::Output, &options.schema)),
         annotations,
         operation: op_ref(site, method),
         plan: args.plan,
@@ -198,6 +202,25 @@ pub(super) fn build_tool<'d>(
         auth_required,
         toolsets: op.as_object().map(toolsets).unwrap_or_default(),
     })
+}
+
+/// A schema as `tools/list` lists it: slimmed as the settings say (see
+/// [`crate::slim`]), after the meta-schema check (slimming only removes
+/// annotations or moves sub-schemas under `$defs`, which keeps a valid
+/// schema valid).
+fn listed(mut s: Node<'_>, role: Listed, options: &SchemaOptions) -> Schema {
+    // Rendered first all the same: that caches the shared expansions'
+    // texts for the compile, as `charge_schema_bytes` counted them, and
+    // the slimmed text copies those left whole.
+    let full = s.to_schema();
+    if crate::slim::is_noop(options) {
+        return full;
+    }
+    if options.refs == SchemaRefs::Inline && slim_node::slim_in_place(&mut s, role, options).is_ok()
+    {
+        return s.to_schema();
+    }
+    Schema::from_value(&crate::slim::slim(full.to_value(), role, options))
 }
 
 /// Measures the schemas a tool will emit, before any text is rendered:

@@ -74,6 +74,10 @@ fn full_upstream() -> McpUpstream {
             schema: Some(catalog::SchemaOptions {
                 body_mode: catalog::BodyMode::Nested,
                 additional_properties: true,
+                description_budget: 512,
+                nested_examples: true,
+                title_copies: true,
+                refs: catalog::SchemaRefs::Defs,
             }),
             validation: Some(ValidationSpec {
                 request: false,

@@ -334,6 +334,38 @@ fn findings_summary(out: &mut String, linted: &[(String, Linted)]) -> std::fmt::
     Ok(())
 }
 
+/// Where the listing's bytes go (see `catalog::size`), in both modes.
+fn where_the_bytes_go(out: &mut String, u: &UpstreamCatalog) -> std::fmt::Result {
+    use catalog::size::breakdown;
+    use std::fmt::Write as _;
+    let warn = breakdown(&u.tools, false);
+    let fail = breakdown(&u.tools, true);
+    writeln!(
+        out,
+        "\nWhere the bytes go (warn/off; fail adds outputSchema; `repeated` overlaps the rest):"
+    )?;
+    writeln!(out, "  {:<34} {:>10} {:>10}", "", "warn, off", "fail")?;
+    let mut row = |what: &str, a: u64, b: u64| writeln!(out, "  {what:<34} {a:>10} {b:>10}");
+    row("total", warn.total, fail.total)?;
+    row(
+        "tool fields (name, description...)",
+        warn.tool_fields,
+        fail.tool_fields,
+    )?;
+    for (side, a, b) in [
+        ("inputSchema", &warn.input, &fail.input),
+        ("outputSchema", &warn.output, &fail.output),
+    ] {
+        for ((what, x), (_, y)) in a.rows().into_iter().zip(b.rows()) {
+            match what {
+                "total" => row(side, x, y)?,
+                _ => row(&format!("  {what}"), x, y)?,
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The estimated `tools/list` size of the document's tools, as the gateway
 /// lists them under each response validation mode (the operator reports
 /// the same in `status.listing`), and the largest tools.
@@ -354,6 +386,7 @@ fn listing_sizes(out: &mut String, u: &UpstreamCatalog, largest: usize) -> std::
         "  responseValidation fail (outputSchema listed):  {}",
         line(listed(ResponseValidation::Fail))
     )?;
+    where_the_bytes_go(out, u)?;
     let mut tools: Vec<(u64, u64, &str)> = u
         .tools
         .iter()

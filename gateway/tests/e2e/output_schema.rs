@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
-use catalog::Catalog;
+use catalog::{Catalog, SchemaRefs};
 use rmcp::model::PaginatedRequestParams;
 use serde_json::{json, Value};
 use toolgate_tests::tools::SdkClients;
@@ -66,12 +66,21 @@ components:
         id: {type: integer, format: int32}
         name: {type: string}
         added: {type: string, format: date-time}
+        ships_from: {$ref: "#/components/schemas/Place"}
+        ships_to: {$ref: "#/components/schemas/Place"}
+    Place:
+      type: object
+      required: [city]
+      properties:
+        city: {type: string, minLength: 1}
+        country: {type: string, minLength: 2, maxLength: 2}
 "##;
 
 /// Item 1 matches its schema. Its `added` is no RFC 3339 date-time: the
 /// TypeScript SDK asserts `format` (ajv-formats), JSON Schema and the
 /// gateway do not, so a listed schema must not carry it. Item 2 breaks
-/// the schema twice.
+/// the schema three times, once inside a `Place` (which `schema.refs:
+/// defs` lists once under `$defs`).
 async fn shop_upstream() -> String {
     let app = Router::new()
         .route(
@@ -79,9 +88,8 @@ async fn shop_upstream() -> String {
             get(
                 |axum::extract::Path(id): axum::extract::Path<String>| async move {
                     match id.as_str() {
-                        "1" => Json(json!({"id": 1, "name": "lamp", "added": "2024-05-01 10:00"}))
-                            .into_response(),
-                        _ => Json(json!({"id": "two", "name": 7})).into_response(),
+                        "1" => Json(item_1()).into_response(),
+                        _ => Json(item_2()).into_response(),
                     }
                 },
             )
@@ -106,13 +114,24 @@ async fn shop_upstream() -> String {
     url
 }
 
-fn shop_catalog() -> Catalog {
+fn item_1() -> Value {
+    json!({"id": 1, "name": "lamp", "added": "2024-05-01 10:00",
+           "ships_to": {"city": "Oslo", "country": "NO"}})
+}
+
+fn item_2() -> Value {
+    json!({"id": "two", "name": 7, "ships_to": {"city": 5}})
+}
+
+fn shop_catalog(refs: SchemaRefs) -> Catalog {
+    let mut options = catalog::CompileOptions::default();
+    options.schema.refs = refs;
     let u = catalog::compile_upstream(&catalog::UpstreamSource {
         prefix: "shop",
         document: "shop.yaml",
         spec: SPEC.as_bytes(),
         overlays: &[],
-        options: &catalog::CompileOptions::default(),
+        options: &options,
     })
     .expect("the shop document compiles");
     Catalog::new(vec![u])
@@ -120,12 +139,16 @@ fn shop_catalog() -> Catalog {
 
 /// A gateway serving the shop with `responseValidation: mode`.
 async fn shop_gateway(mode: &str) -> Gateway {
+    shop_gateway_with(mode, SchemaRefs::Inline).await
+}
+
+async fn shop_gateway_with(mode: &str, refs: SchemaRefs) -> Gateway {
     let up = shop_upstream().await;
     let config = gateway::config::parse(&format!(
         "upstreams:\n  shop:\n    baseUrl: {up}\n    responseValidation: {mode}\n"
     ))
     .unwrap();
-    start_gateway(&shop_catalog(), config).await
+    start_gateway(&shop_catalog(refs), config).await
 }
 
 /// The calls every client makes, in this order.
@@ -191,20 +214,12 @@ fn assert_warn(client: &str, r: &Report) {
         assert_eq!(call["accepted"], true, "{client}: the SDK refused {call}");
         assert_eq!(call["isError"], false, "{client}: {call}");
     }
-    assert_eq!(
-        c[0]["structuredContent"],
-        json!({"id": 1, "name": "lamp", "added": "2024-05-01 10:00"}),
-        "{client}"
-    );
+    assert_eq!(c[0]["structuredContent"], item_1(), "{client}");
     // Breaks its schema, reaches the caller as data all the same.
-    assert_eq!(
-        c[1]["structuredContent"],
-        json!({"id": "two", "name": 7}),
-        "{client}"
-    );
+    assert_eq!(c[1]["structuredContent"], item_2(), "{client}");
     assert_eq!(
         serde_json::from_str::<Value>(c[1]["text"].as_str().unwrap()).unwrap(),
-        json!({"id": "two", "name": 7}),
+        item_2(),
         "{client}"
     );
     assert_eq!(
@@ -241,16 +256,12 @@ fn assert_fail(client: &str, r: &Report) {
         assert_eq!(call["accepted"], true, "{client}: the SDK refused {call}");
     }
     assert_eq!(c[0]["isError"], false, "{client}: {}", c[0]);
-    assert_eq!(
-        c[0]["structuredContent"],
-        json!({"id": 1, "name": "lamp", "added": "2024-05-01 10:00"}),
-        "{client}"
-    );
+    assert_eq!(c[0]["structuredContent"], item_1(), "{client}");
     assert_eq!(c[1]["isError"], true, "{client}: {}", c[1]);
     let t = c[1]["text"].as_str().unwrap();
     assert!(t.contains("does not match"), "{client}: {t}");
     assert!(
-        t.contains("id: ") && t.contains("name: "),
+        t.contains("id: ") && t.contains("name: ") && t.contains("ships_to.city: "),
         "{client}: violations not named: {t}"
     );
     assert_eq!(c[2]["isError"], false, "{client}: {}", c[2]);
@@ -404,6 +415,32 @@ async fn typescript_sdk_takes_warn_violations_as_data_and_fail_violations_as_err
     );
 }
 
+/// `schema.refs: defs` lists `Place`, used twice in an item, once under
+/// `$defs`: both SDKs follow the `$ref` (the TypeScript one compiles and
+/// checks the schema with AJV), and the gateway's own check finds a
+/// violation behind it.
+#[tokio::test]
+async fn sdks_and_the_gateway_follow_defs_in_output_schemas() {
+    let sdk = toolgate_tests::tools::sdk_clients();
+    let gw = shop_gateway_with("fail", SchemaRefs::Defs).await;
+    let url = format!("{}/mcp", gw.url);
+    let mut reports = vec![("rmcp", rmcp_report(&url).await)];
+    if let Some(sdk) = &sdk {
+        reports.push(("python", python_report(sdk, &url, &calls()).await));
+        reports.push(("typescript", typescript_report(sdk, &url, &calls()).await));
+    }
+    for (client, r) in &reports {
+        let item = r.output_schema("shop__get_item");
+        let place = &item["properties"]["ships_to"]["$ref"];
+        assert!(
+            place.as_str().is_some_and(|p| p.starts_with("#/$defs/")),
+            "{client}: {item}"
+        );
+        assert_eq!(item["properties"]["ships_from"]["$ref"], *place, "{client}");
+        assert_fail(client, r);
+    }
+}
+
 #[tokio::test]
 async fn rmcp_sees_the_same_contract() {
     let gw = shop_gateway("warn").await;
@@ -466,7 +503,7 @@ async fn switching_to_fail_lists_output_schemas_and_sends_list_changed() {
         "upstreams:\n  shop:\n    baseUrl: {base}\n    responseValidation: fail\n"
     ))
     .unwrap();
-    let catalog = shop_catalog();
+    let catalog = shop_catalog(SchemaRefs::Inline);
     let provenance = gateway::snapshot::Provenance::of(&catalog, "test");
     gw.store
         .install_with_config(catalog, config, provenance)
@@ -483,10 +520,22 @@ async fn switching_to_fail_lists_output_schemas_and_sends_list_changed() {
 /// whole listing.
 #[tokio::test]
 async fn typescript_sdk_takes_every_corpus_output_schema_under_fail() {
+    typescript_sdk_takes_every_corpus_output_schema(SchemaRefs::Inline).await;
+}
+
+/// The same with `schema.refs: defs`: AJV resolves every `$ref` the
+/// compiler writes.
+#[tokio::test]
+async fn typescript_sdk_takes_every_corpus_output_schema_with_defs() {
+    typescript_sdk_takes_every_corpus_output_schema(SchemaRefs::Defs).await;
+}
+
+async fn typescript_sdk_takes_every_corpus_output_schema(refs: SchemaRefs) {
     let Some(sdk) = toolgate_tests::tools::sdk_clients() else {
         return;
     };
-    let options = catalog::CompileOptions::default();
+    let mut options = catalog::CompileOptions::default();
+    options.schema.refs = refs;
     let mut upstreams = Vec::new();
     let mut config = String::from("upstreams:\n");
     for (i, path) in toolgate_corpus::documents().iter().enumerate() {
@@ -523,4 +572,13 @@ async fn typescript_sdk_takes_every_corpus_output_schema_under_fail() {
     assert_eq!(r.tools.len(), catalog.tool_count());
     let with_schema = r.tools.iter().filter(|(_, s)| !s.is_null()).count();
     assert_eq!(with_schema, listed);
+    let with_defs = r
+        .tools
+        .iter()
+        .filter(|(_, s)| s.get("$defs").is_some())
+        .count();
+    match refs {
+        SchemaRefs::Inline => assert_eq!(with_defs, 0),
+        SchemaRefs::Defs => assert!(with_defs > 100, "{with_defs}"),
+    }
 }

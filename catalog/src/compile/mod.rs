@@ -11,8 +11,8 @@
 
 mod annotate;
 mod dry_run;
-mod html;
 mod findings;
+mod html;
 mod meta;
 pub mod naming;
 mod node;

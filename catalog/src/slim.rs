@@ -51,6 +51,25 @@ pub(crate) fn holds(key: &str) -> Option<Holds> {
     }
 }
 
+/// Calls `f` on each sub-schema directly below `schema` (not on `schema`
+/// itself, nor on data such as `const` or `examples`), for walks that
+/// must reach every schema position: the one list of those positions.
+pub fn for_each_subschema_mut(schema: &mut Value, mut f: impl FnMut(&mut Value)) {
+    let Value::Object(map) = schema else {
+        return;
+    };
+    for (key, v) in map.iter_mut() {
+        match (holds(key), v) {
+            (Some(Holds::One | Holds::List), Value::Array(list)) => {
+                list.iter_mut().for_each(&mut f)
+            }
+            (Some(Holds::One), s) => f(s),
+            (Some(Holds::Named), Value::Object(named)) => named.values_mut().for_each(&mut f),
+            _ => {}
+        }
+    }
+}
+
 /// Calls `f(schema, depth, property name)` for `schema` and every
 /// sub-schema below it, parents first.
 pub(crate) fn visit<'a>(

@@ -28,45 +28,12 @@ pub fn listed(mut schema: Value) -> Value {
 }
 
 fn strip_formats(schema: &mut Value) {
-    let Value::Object(map) = schema else {
-        return;
-    };
-    if map.get("format").is_some_and(Value::is_string) {
-        map.remove("format");
-    }
-    for (key, value) in map.iter_mut() {
-        match key.as_str() {
-            // One schema.
-            "additionalProperties"
-            | "unevaluatedProperties"
-            | "additionalItems"
-            | "unevaluatedItems"
-            | "contains"
-            | "propertyNames"
-            | "not"
-            | "if"
-            | "then"
-            | "else" => strip_formats(value),
-            // One schema, or (before 2020-12) a list of them.
-            "items" => match value {
-                Value::Array(list) => list.iter_mut().for_each(strip_formats),
-                other => strip_formats(other),
-            },
-            // Lists of schemas.
-            "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
-                if let Value::Array(list) = value {
-                    list.iter_mut().for_each(strip_formats);
-                }
-            }
-            // Schemas by name.
-            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
-                if let Value::Object(named) = value {
-                    named.values_mut().for_each(strip_formats);
-                }
-            }
-            _ => {}
+    if let Value::Object(map) = schema {
+        if map.get("format").is_some_and(Value::is_string) {
+            map.remove("format");
         }
     }
+    catalog::slim::for_each_subschema_mut(schema, strip_formats);
 }
 
 #[cfg(test)]

@@ -10,6 +10,9 @@
 //!
 //! `refs: defs` still goes through `Value` (it rewrites the structure).
 
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use super::node::{Node, Object, Shared};
 use crate::options::SchemaOptions;
 use crate::slim::{entry_len, holds, title_repeats_name, Holds, Listed};
@@ -126,16 +129,33 @@ fn summarize(node: &Node<'_>, s: &mut Summary) {
     s.unsupported |= r.is_err();
 }
 
+/// Shared expansions as the cuts left them, for one compile: one copy per
+/// expansion and distinct cut, so the tools that cut an expansion the
+/// same way (at the same depth, under the same budget) share the copy and
+/// its rendered text instead of each copying and rendering it again.
+#[derive(Default)]
+pub(super) struct Cuts<'d> {
+    /// By expansion (its `Rc`, held so the address stays its own), then by
+    /// [`cut_key`].
+    by_expansion: HashMap<*const Shared<'d>, Variants<'d>, foldhash::fast::RandomState>,
+}
+
+type Variants<'d> = (
+    Rc<Shared<'d>>,
+    HashMap<Vec<u32>, Node<'d>, foldhash::fast::RandomState>,
+);
+
 /// The tree holds a schema the walk does not edit (a sub-schema kept as a
 /// plain JSON value, or a shared list of schemas): the caller slims a
 /// `Value` instead.
 pub(super) struct Unsupported;
 
 /// Cuts `node` in place as [`crate::slim::slim`] would (`refs: inline`).
-pub(super) fn slim_in_place(
-    node: &mut Node<'_>,
+pub(super) fn slim_in_place<'d>(
+    node: &mut Node<'d>,
     listed: Listed,
     options: &SchemaOptions,
+    cuts: &mut Cuts<'d>,
 ) -> Result<(), Unsupported> {
     let nested = listed.nested_from();
     // First the totals, from the expansions' summaries: most tools need
@@ -180,7 +200,7 @@ pub(super) fn slim_in_place(
     }
     if objs.first().is_some_and(|o| o.changes) {
         let mut next = 0;
-        apply(node, &objs, &mut next);
+        apply(node, &objs, &mut next, cuts);
     }
     Ok(())
 }
@@ -303,7 +323,7 @@ impl Scan<'_> {
 
 /// Edits the objects the scan marked, in the scan's order; an unchanged
 /// subtree is skipped whole (and stays shared).
-fn apply(node: &mut Node<'_>, objs: &[Obj], next: &mut usize) {
+fn apply<'d>(node: &mut Node<'d>, objs: &[Obj], next: &mut usize, cuts: &mut Cuts<'d>) {
     let at = *next;
     let Some(o) = objs.get(at) else { return };
     if !matches!(node.resolved(), Node::Object(_)) {
@@ -313,6 +333,48 @@ fn apply(node: &mut Node<'_>, objs: &[Obj], next: &mut usize) {
         *next = o.end;
         return;
     }
+    let Node::Shared(sh) = node else {
+        edit(node, o, objs, next, cuts);
+        return;
+    };
+    let key = cut_key(&objs[at..o.end], at);
+    let (_, variants) = cuts
+        .by_expansion
+        .entry(Rc::as_ptr(sh))
+        .or_insert_with(|| (sh.clone(), HashMap::default()));
+    if let Some(cut) = variants.get(&key) {
+        *node = cut.clone();
+        *next = o.end;
+        return;
+    }
+    let original = Rc::as_ptr(sh);
+    edit(node, o, objs, next, cuts);
+    let cut = std::mem::take(node).share();
+    if let Some((_, variants)) = cuts.by_expansion.get_mut(&original) {
+        variants.insert(key, cut.clone());
+    }
+    *node = cut;
+}
+
+/// Identifies what [`apply`] does to a subtree: the scan's entries for
+/// it, positions relative to its first.
+fn cut_key(objs: &[Obj], at: usize) -> Vec<u32> {
+    objs.iter()
+        .flat_map(|o| {
+            let flags = u32::from(o.changes)
+                | u32::from(o.drop_examples) << 1
+                | u32::from(o.drop_title) << 2
+                | u32::from(o.drop_description) << 3;
+            // The entries are the objects of one schema, far fewer than
+            // 2^32.
+            [(o.end - at) as u32, flags]
+        })
+        .collect()
+}
+
+/// [`apply`] on one object that changes: its own cuts, then its
+/// children's.
+fn edit<'d>(node: &mut Node<'d>, o: &Obj, objs: &[Obj], next: &mut usize, cuts: &mut Cuts<'d>) {
     *next += 1;
     let Some(map) = node.object_mut() else { return };
     if o.drop_examples {
@@ -327,11 +389,11 @@ fn apply(node: &mut Node<'_>, objs: &[Obj], next: &mut usize) {
     for (key, v) in map.iter_mut() {
         match (holds(key), v) {
             (Some(Holds::One | Holds::List), Node::Array(list)) => {
-                list.iter_mut().for_each(|s| apply(s, objs, next))
+                list.iter_mut().for_each(|s| apply(s, objs, next, cuts))
             }
-            (Some(Holds::One), s) => apply(s, objs, next),
+            (Some(Holds::One), s) => apply(s, objs, next, cuts),
             (Some(Holds::Named), Node::Object(named)) => {
-                named.values_mut().for_each(|s| apply(s, objs, next))
+                named.values_mut().for_each(|s| apply(s, objs, next, cuts))
             }
             _ => {}
         }

@@ -214,9 +214,11 @@ fn listed<'d>(
     options: &SchemaOptions,
     cuts: &mut slim_node::Cuts<'d>,
 ) -> Schema {
-    // Not rendered before the cuts: a cut tool's full text would be
-    // thrown away, and the shared expansions it leaves whole cache their
-    // texts when the slimmed one is rendered.
+    // The shared expansions' texts are rendered all the same, as
+    // `charge_schema_bytes` counted them (else every later tool measures
+    // them again); the tool's own full text is not, as a cut would throw it
+    // away.
+    s.render_shared();
     if crate::slim::is_noop(options) {
         return s.to_schema();
     }

@@ -298,6 +298,19 @@ impl<'d> Node<'d> {
         }
     }
 
+    /// Renders the shared parts' texts not rendered yet (each caches its
+    /// own), without rendering the rest.
+    pub fn render_shared(&self) {
+        match self {
+            Node::Leaf(_) => {}
+            Node::Object(m) => m.values().for_each(Node::render_shared),
+            Node::Array(a) => a.iter().for_each(Node::render_shared),
+            Node::Shared(sh) => {
+                sh.raw();
+            }
+        }
+    }
+
     /// The compact JSON text, shared parts copied as bytes.
     pub fn to_schema(&self) -> Schema {
         Schema::from_raw(render(self))

@@ -80,6 +80,8 @@ pub struct SchemaConverter<'d> {
     /// otherwise be a large share of the compile time.
     ptr: String,
     pub warnings: Vec<Warning>,
+    /// Expansions as the listed-schema cuts left them.
+    pub(super) cuts: super::slim_node::Cuts<'d>,
 }
 
 /// Result of converting a subtree: the lowest stack index it was cut at
@@ -121,6 +123,7 @@ impl<'d> SchemaConverter<'d> {
             deepest: 0,
             ptr: String::new(),
             warnings: Vec::new(),
+            cuts: Default::default(),
         }
     }
 

@@ -190,8 +190,8 @@ pub(super) fn build_tool<'d>(
         name: draft.name.clone(),
         title: annotations.title.clone(),
         description,
-        input_schema: listed(input, Listed::Input, &options.schema),
-        output_schema: output.map(|o| listed(o, Listed::Output, &options.schema)),
+        input_schema: listed(input, Listed::Input, &options.schema, &mut conv.cuts),
+        output_schema: output.map(|o| listed(o, Listed::Output, &options.schema, &mut conv.cuts)),
         annotations,
         operation: op_ref(site, method),
         plan: args.plan,
@@ -208,19 +208,26 @@ pub(super) fn build_tool<'d>(
 /// [`crate::slim`]), after the meta-schema check (slimming only removes
 /// annotations or moves sub-schemas under `$defs`, which keeps a valid
 /// schema valid).
-fn listed(mut s: Node<'_>, role: Listed, options: &SchemaOptions) -> Schema {
-    // Rendered first all the same: that caches the shared expansions'
-    // texts for the compile, as `charge_schema_bytes` counted them, and
-    // the slimmed text copies those left whole.
-    let full = s.to_schema();
+fn listed<'d>(
+    mut s: Node<'d>,
+    role: Listed,
+    options: &SchemaOptions,
+    cuts: &mut slim_node::Cuts<'d>,
+) -> Schema {
+    // The shared expansions' texts are rendered all the same, as
+    // `charge_schema_bytes` counted them (else every later tool measures
+    // them again); the tool's own full text is not, as a cut would throw it
+    // away.
+    s.render_shared();
     if crate::slim::is_noop(options) {
-        return full;
+        return s.to_schema();
     }
-    if options.refs == SchemaRefs::Inline && slim_node::slim_in_place(&mut s, role, options).is_ok()
+    if options.refs == SchemaRefs::Inline
+        && slim_node::slim_in_place(&mut s, role, options, cuts).is_ok()
     {
         return s.to_schema();
     }
-    Schema::from_value(&crate::slim::slim(full.to_value(), role, options))
+    Schema::from_value(&crate::slim::slim(s.to_schema().to_value(), role, options))
 }
 
 /// Measures the schemas a tool will emit, before any text is rendered:

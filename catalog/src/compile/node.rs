@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::model::Schema;
+use crate::slim::json_len;
 
 /// Objects keep insertion order, as `serde_json`'s map does (the catalog's
 /// key order, and so its hash, depend on it). foldhash rather than SipHash:
@@ -77,28 +78,6 @@ impl<'d> Shared<'d> {
     fn meta_valid(&self) -> bool {
         *self.valid.get_or_init(|| self.node.meta_valid())
     }
-}
-
-/// Counts the bytes serde_json writes, without keeping them.
-struct ByteCount(usize);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Length of `v`'s compact JSON text.
-fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
-    let mut n = ByteCount(0);
-    // Writing JSON values with string keys into a counter cannot fail.
-    let _ = serde_json::to_writer(&mut n, v);
-    n.0
 }
 
 /// Length of a JSON string literal; the common case (nothing to escape)

@@ -1,6 +1,8 @@
 //! Compiler behaviour through the public API: schemas, plans, overlays,
 //! extensions, filters, conflicts.
 
+mod common;
+
 use catalog::{
     compile_upstream, BodyEncoding, BodySource, CompileError, CompileOptions, ConflictResolution,
     Location, OutputWrap, Overlay, ParamLocation, ParamStyle, RejectReason, UpstreamCatalog,
@@ -13,14 +15,7 @@ fn compile_with(
     overlays: &[Overlay],
     options: &CompileOptions,
 ) -> Result<UpstreamCatalog, CompileError> {
-    let bytes = serde_json::to_vec(spec).unwrap();
-    compile_upstream(&UpstreamSource {
-        prefix: "t",
-        document: "test.json",
-        spec: &bytes,
-        overlays,
-        options,
-    })
+    common::compile_json(spec, overlays, options)
 }
 
 fn compile(spec: &Value) -> UpstreamCatalog {

@@ -1,21 +1,16 @@
 //! Name conflicts through the public API: `conflictResolution: qualify`
 //! and the `error` message.
 
+mod common;
+
 use catalog::{
-    compile_upstream, CompileError, CompileOptions, ConflictResolution, Location, RejectReason,
-    UpstreamCatalog, UpstreamSource, WarningCode,
+    CompileError, CompileOptions, ConflictResolution, Location, RejectReason, UpstreamCatalog,
+    UpstreamSource, WarningCode,
 };
 use serde_json::{json, Map, Value};
 
 fn compile_with(spec: &Value, options: &CompileOptions) -> Result<UpstreamCatalog, CompileError> {
-    let bytes = serde_json::to_vec(spec).unwrap();
-    compile_upstream(&UpstreamSource {
-        prefix: "t",
-        document: "test.json",
-        spec: &bytes,
-        overlays: &[],
-        options,
-    })
+    common::compile_json(spec, &[], options)
 }
 
 fn qualify() -> CompileOptions {

@@ -2,22 +2,16 @@
 //! fields, request media types that fit the body, constant parameters,
 //! and descriptions where the document has them (issue 13).
 
+mod common;
+
 use catalog::{
-    compile_upstream, BodyMode, BodySource, CompileOptions, Location, Overlay, ParamLocation,
-    RejectReason, UpstreamCatalog, UpstreamSource, WarningCode,
+    BodyMode, BodySource, CompileOptions, Location, Overlay, ParamLocation, RejectReason,
+    UpstreamCatalog, WarningCode,
 };
 use serde_json::{json, Value};
 
 fn compile_with(spec: &Value, overlays: &[Overlay], options: &CompileOptions) -> UpstreamCatalog {
-    let bytes = serde_json::to_vec(spec).unwrap();
-    compile_upstream(&UpstreamSource {
-        prefix: "t",
-        document: "test.json",
-        spec: &bytes,
-        overlays,
-        options,
-    })
-    .unwrap()
+    common::compile_json(spec, overlays, options).unwrap()
 }
 
 fn compile(spec: &Value) -> UpstreamCatalog {

@@ -2,22 +2,13 @@
 //! the author should fix, as warnings with a code and a pointer into the
 //! document as written.
 
-use catalog::{
-    compile_upstream, CompileOptions, Location, UpstreamCatalog, UpstreamSource, Warning,
-    WarningCode,
-};
+mod common;
+
+use catalog::{CompileOptions, Location, UpstreamCatalog, Warning, WarningCode};
 use serde_json::{json, Value};
 
 fn compile(spec: &Value) -> UpstreamCatalog {
-    let bytes = serde_json::to_vec(spec).unwrap();
-    compile_upstream(&UpstreamSource {
-        prefix: "t",
-        document: "test.json",
-        spec: &bytes,
-        overlays: &[],
-        options: &CompileOptions::default(),
-    })
-    .unwrap()
+    common::compile_json(spec, &[], &CompileOptions::default()).unwrap()
 }
 
 fn ok() -> Value {

@@ -1,0 +1,1 @@
+//! Logs, traces and metrics, set up the same way by both binaries.

@@ -121,6 +121,7 @@ impl Compiler {
     /// Compiles, or reuses the last result when no input changed (unless
     /// `force`: the catalog itself is needed). Returns the catalog when it
     /// compiled one.
+    #[tracing::instrument(name = "compile", skip_all, fields(toolgate.compile.cached = false))]
     pub async fn compile(
         &self,
         source: &str,
@@ -154,27 +155,31 @@ impl Compiler {
         if !force {
             if let Some(c) = lock(&self.cache).get(source) {
                 if c.input_hash == input_hash {
+                    tracing::Span::current().record("toolgate.compile.cached", true);
                     return (c.clone(), None);
                 }
             }
         }
         let _permit = self.slots.acquire().await;
-        Metrics::inc(&self.metrics.compiles);
         let prefix = u.spec.tool_prefix.clone();
         let document = spec.document.clone();
         let bytes = spec.bytes.clone();
         let parsed: Vec<catalog::Overlay> = overlays.iter().map(|o| o.parsed.clone()).collect();
         let started = std::time::Instant::now();
+        let span = tracing::Span::current();
         let result = tokio::task::spawn_blocking(move || {
-            catalog::compile_upstream(&catalog::UpstreamSource {
-                prefix: &prefix,
-                document: &document,
-                spec: &bytes,
-                overlays: &parsed,
-                options: &options,
+            span.in_scope(|| {
+                catalog::compile_upstream(&catalog::UpstreamSource {
+                    prefix: &prefix,
+                    document: &document,
+                    spec: &bytes,
+                    overlays: &parsed,
+                    options: &options,
+                })
             })
         })
         .await;
+        self.metrics.compiled(started.elapsed());
         tracing::debug!(upstream = %source, ms = started.elapsed().as_millis() as u64, "compiled");
         let mut catalog = None;
         let result = match result {

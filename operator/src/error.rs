@@ -86,16 +86,50 @@ pub enum Error {
 }
 
 impl Error {
-    /// Every value [`Error::metric_label`] returns.
-    pub const METRIC_LABELS: [&'static str; 3] = ["kube", "transient", "finalizer"];
-
-    /// A short, bounded label for the reconcile error counter.
-    pub fn metric_label(&self) -> &'static str {
+    /// A short, bounded label for the reconcile error counter and the
+    /// reconcile span's `error.type`.
+    pub fn metric_label(&self) -> ErrorKind {
         match self {
-            Error::Kube(_) => "kube",
-            Error::Transient(_) => "transient",
-            Error::Finalizer(_) => "finalizer",
+            Error::Kube(_) => ErrorKind::Kube,
+            Error::Transient(_) => ErrorKind::Transient,
+            Error::Finalizer(_) => ErrorKind::Finalizer,
         }
+    }
+}
+
+/// What kind of [`Error`] aborted a reconcile: the `error` label of
+/// `toolgate_operator_reconcile_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    Kube,
+    Transient,
+    Finalizer,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 3] = [ErrorKind::Kube, ErrorKind::Transient, ErrorKind::Finalizer];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Kube => "kube",
+            ErrorKind::Transient => "transient",
+            ErrorKind::Finalizer => "finalizer",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl prometheus_client::encoding::EncodeLabelValue for ErrorKind {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        prometheus_client::encoding::EncodeLabelValue::encode(&self.as_str(), encoder)
     }
 }
 

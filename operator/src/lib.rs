@@ -26,7 +26,8 @@
 //!
 //! [`Failure`] (the resource's fault, a condition) and [`Error`] (a retried
 //! reconcile) are shared by all; [`context`], [`metrics`] and [`sync`] hold
-//! what the controllers share. No module imports one that imports it back
+//! what the controllers share, and [`observe`] wraps each reconcile in its
+//! span and metrics. No module imports one that imports it back
 //! (`tests/modules.rs` checks).
 
 pub mod compile;
@@ -35,6 +36,7 @@ pub mod error;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod observe;
 pub mod overlay;
 pub mod publish;
 pub mod served;

@@ -16,11 +16,16 @@ use kube::ResourceExt;
 
 use crate::context::{Applied, Context};
 use crate::error::Error;
-use crate::metrics::Metrics;
+use crate::metrics::Kind;
+use crate::observe;
 use crate::status::{self, Cond};
 use crate::sync::lock;
 
 pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, Error> {
+    observe::reconcile(&ctx.metrics, Kind::McpOverlay, o.as_ref(), run(&o, &ctx)).await
+}
+
+async fn run(o: &McpOverlay, ctx: &Context) -> Result<Action, Error> {
     let ns = o.namespace().unwrap_or_default();
     let name = o.name_any();
     let okey = o.key();
@@ -124,13 +129,13 @@ pub async fn reconcile(o: Arc<McpOverlay>, ctx: Arc<Context>) -> Result<Action, 
     if new != old {
         let api: Api<McpOverlay> = Api::namespaced(ctx.client.clone(), &ns);
         status::apply(&api, &name, &new).await?;
-        Metrics::inc(&ctx.metrics.status_writes);
+        ctx.metrics.status_written();
     }
     Ok(Action::requeue(Duration::from_secs(600)))
 }
 
 pub fn error_policy(o: Arc<McpOverlay>, e: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(e);
-    tracing::warn!(overlay = %o.name_any(), error = %e, kind = e.metric_label(), "overlay reconcile failed; retrying");
+    tracing::warn!(overlay = %o.name_any(), error = %e, kind = %e.metric_label(), "overlay reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }

@@ -52,6 +52,9 @@ pub struct Outcome<E = IndexEntry> {
     /// False when the index already had exactly this version.
     pub changed: bool,
     pub entry: E,
+    /// Bytes of the chunks this write created (existing chunks, shared
+    /// by content, are not written again).
+    pub chunk_bytes: usize,
 }
 
 fn labels(component: &str, prefix: Option<&str>) -> BTreeMap<String, String> {
@@ -205,10 +208,13 @@ impl Publisher {
             return Ok(Outcome {
                 changed: false,
                 entry,
+                chunk_bytes: 0,
             });
         }
+        let mut chunk_bytes = 0;
         for (chunk, r) in encoded.chunks.iter().zip(&entry.chunks) {
-            self.put_chunk(Some(&prefix), &upstream.source, r, chunk)
+            chunk_bytes += self
+                .put_chunk(Some(&prefix), &upstream.source, r, chunk)
                 .await?;
         }
         let new_entry = entry.clone();
@@ -224,6 +230,7 @@ impl Publisher {
         Ok(Outcome {
             changed: true,
             entry,
+            chunk_bytes,
         })
     }
 
@@ -269,6 +276,7 @@ impl Publisher {
     /// Publishes one toolset: chunks, then the index entry, then garbage.
     /// Entries of toolsets that are not `live` (deleted, or its own when it
     /// was deleted while this ran) are dropped in the same write.
+    #[tracing::instrument(name = "publish", skip_all)]
     pub async fn publish_toolset(
         &self,
         id: &ToolsetName,
@@ -295,11 +303,13 @@ impl Publisher {
             return Ok(Outcome {
                 changed: false,
                 entry,
+                chunk_bytes: 0,
             });
         }
         let source = id.to_string();
+        let mut chunk_bytes = 0;
         for (chunk, r) in encoded.chunks.iter().zip(&entry.chunks) {
-            self.put_chunk(None, &source, r, chunk).await?;
+            chunk_bytes += self.put_chunk(None, &source, r, chunk).await?;
         }
         let new_entry = entry.clone();
         let index = self
@@ -313,6 +323,7 @@ impl Publisher {
         Ok(Outcome {
             changed: true,
             entry,
+            chunk_bytes,
         })
     }
 
@@ -341,16 +352,17 @@ impl Publisher {
         Ok(removed)
     }
 
+    /// Creates a chunk unless it exists; returns the bytes written.
     async fn put_chunk(
         &self,
         prefix: Option<&str>,
         source: &str,
         r: &ChunkRef,
         bytes: &[u8],
-    ) -> Result<(), kube::Error> {
+    ) -> Result<usize, kube::Error> {
         if self.configmaps.get_opt(&r.name).await?.is_some() {
             // Content-addressed: an existing chunk already holds these bytes.
-            return Ok(());
+            return Ok(0);
         }
         let cm = ConfigMap {
             metadata: ObjectMeta {
@@ -375,8 +387,8 @@ impl Publisher {
             ..Default::default()
         };
         match self.configmaps.create(&pp, &cm).await {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 409) => Ok(()),
+            Ok(_) => Ok(bytes.len()),
+            Err(e) if is_status(&e, 409) => Ok(0),
             Err(e) => Err(e),
         }
     }

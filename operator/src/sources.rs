@@ -11,6 +11,8 @@ use crds::{McpOverlay, McpUpstream};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::Api;
 use kube::ResourceExt;
+use tracing::field::Empty;
+use tracing::Span;
 
 use crate::error::Failure;
 use crate::metrics::Metrics;
@@ -182,6 +184,8 @@ impl Sources {
         self.cache.retain(keep, &self.metrics);
     }
 
+    /// Reads the upstream's OpenAPI document.
+    #[tracing::instrument(name = "fetch", skip_all, fields(toolgate.openapi.source = Empty))]
     pub async fn spec(&self, u: &McpUpstream) -> Result<SpecBytes, Failure> {
         let ns = u.namespace().unwrap_or_default();
         let src = &u.spec.openapi;
@@ -190,12 +194,14 @@ impl Sources {
             self.forget(&key);
         }
         if let Some(text) = &src.inline {
+            Span::current().record("toolgate.openapi.source", "inline");
             return Ok(SpecBytes {
                 document: format!("McpUpstream {ns}/{} spec.openapi.inline", u.name_any()),
                 bytes: text.clone().into_bytes(),
             });
         }
         if let Some(r) = &src.config_map_ref {
+            Span::current().record("toolgate.openapi.source", "configMap");
             let document = format!("ConfigMap {ns}/{} key {}", r.name, r.key);
             return match config_map_key(&self.client, &ns, &r.name, &r.key).await {
                 Ok(Some(bytes)) => Ok(SpecBytes { document, bytes }),
@@ -210,6 +216,7 @@ impl Sources {
             };
         }
         if let Some(url) = &src.url {
+            Span::current().record("toolgate.openapi.source", "url");
             let headers = match &src.headers_from {
                 Some(s) => {
                     read_secret(
@@ -238,6 +245,7 @@ impl Sources {
     /// GET with `If-None-Match`; a 304 reuses the cached body. Bounded in
     /// time (`--spec-fetch-timeout`, the body included) and size
     /// (`--max-spec-bytes`, checked as it streams).
+    #[tracing::instrument(name = "GET", skip_all, fields(otel.kind = "client", http.request.method = "GET", url.full = url, http.response.status_code = Empty))]
     async fn fetch(
         &self,
         upstream: &str,
@@ -274,6 +282,7 @@ impl Sources {
         };
         let resp = req.send().await.map_err(failed)?;
         let status = resp.status();
+        Span::current().record("http.response.status_code", status.as_u16());
         if status == reqwest::StatusCode::NOT_MODIFIED {
             if let Some((_, body)) = cached {
                 return Ok(body);
@@ -335,6 +344,7 @@ impl Sources {
     }
 
     /// Reads one overlay's document.
+    #[tracing::instrument(name = "fetch", skip_all, fields(toolgate.overlay = %o.name_any()))]
     pub async fn overlay(&self, namespace: &str, o: &McpOverlay) -> Result<OverlaySource, Failure> {
         let name = o.name_any();
         let bytes = if let Some(text) = &o.spec.inline {

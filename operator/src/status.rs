@@ -23,6 +23,7 @@ pub const FIELD_MANAGER: &str = "toolgate-operator";
 /// stays: the status an older operator wrote with merge patches, or a
 /// hand edit. Those are cleared once with a merge patch, so the status is
 /// exactly what was applied.
+#[tracing::instrument(name = "status", skip_all)]
 pub async fn apply<K>(api: &Api<K>, name: &str, status: &impl Serialize) -> Result<(), kube::Error>
 where
     K: Resource<DynamicType = ()>

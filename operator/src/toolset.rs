@@ -47,7 +47,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::{Context, UpstreamChange};
 use crate::error::Error;
-use crate::metrics::Metrics;
+use crate::metrics::Kind;
+use crate::observe;
 use crate::status::{self, Cond};
 use crate::sync::lock;
 use crate::upstream::controller::{receiver_stream, WatchBackoff};
@@ -236,7 +237,7 @@ fn could_select(t: &McpToolset, ns: &str, name: &str, labels: &BTreeMap<String, 
 
 fn error_policy(t: Arc<McpToolset>, e: &Error, state: Arc<Toolsets>) -> Action {
     state.ctx.metrics.reconcile_failed(e);
-    tracing::warn!(toolset = %t.id(), error = %e, kind = e.metric_label(), "toolset reconcile failed; retrying");
+    tracing::warn!(toolset = %t.id(), error = %e, kind = %e.metric_label(), "toolset reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }
 
@@ -347,6 +348,11 @@ fn resolve(ctx: &Context, spec: &Spec, all: &[Arc<McpUpstream>]) -> Resolution {
 }
 
 async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, Error> {
+    let work = apply(&t, &state);
+    observe::reconcile(&state.ctx.metrics, Kind::McpToolset, t.as_ref(), work).await
+}
+
+async fn apply(t: &Arc<McpToolset>, state: &Arc<Toolsets>) -> Result<Action, Error> {
     let ctx = &state.ctx;
     // The upstream cache's first list, before anything is resolved
     // against it: before, every selection would look empty.
@@ -422,7 +428,7 @@ async fn reconcile(t: Arc<McpToolset>, state: Arc<Toolsets>) -> Result<Action, E
         .publish_toolset(&id, &encoded, |id| state.live(id))
         .await?;
     if out.changed {
-        Metrics::inc(&ctx.metrics.publishes);
+        ctx.metrics.published(out.chunk_bytes);
         tracing::info!(toolset = %id, hash = %out.entry.hash, upstreams = resolved.len(), "toolset published");
     }
 
@@ -634,6 +640,6 @@ async fn write_status(
     let api: Api<McpToolset> =
         Api::namespaced(ctx.client.clone(), &t.namespace().unwrap_or_default());
     status::apply(&api, &t.name_any(), new).await?;
-    Metrics::inc(&ctx.metrics.status_writes);
+    ctx.metrics.status_written();
     Ok(())
 }

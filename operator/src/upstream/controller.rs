@@ -249,7 +249,7 @@ pub(crate) fn receiver_stream<T: Send + 'static>(
 
 fn error_policy(u: Arc<McpUpstream>, e: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(e);
-    tracing::warn!(upstream = %u.key(), error = %e, kind = e.metric_label(), "reconcile failed; retrying");
+    tracing::warn!(upstream = %u.key(), error = %e, kind = %e.metric_label(), "reconcile failed; retrying");
     Action::requeue(Duration::from_secs(5))
 }
 

@@ -19,7 +19,8 @@ use super::{overlays, report};
 use crate::compile::{LoadedOverlay, Summary};
 use crate::context::{Context, OverlayOutcome};
 use crate::error::{Error, Failure};
-use crate::metrics::Metrics;
+use crate::metrics::Kind;
+use crate::observe;
 use crate::sources::SpecBytes;
 use crate::sync::lock;
 
@@ -30,13 +31,17 @@ pub const FINALIZER: &str = "toolgate.dev/unpublish";
 const RESYNC: Duration = Duration::from_secs(600);
 
 pub async fn reconcile(u: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<Action, Error> {
-    Metrics::inc(&ctx.metrics.reconciles);
+    let work = finalize(u.clone(), &ctx);
+    observe::reconcile(&ctx.metrics, Kind::McpUpstream, u.as_ref(), work).await
+}
+
+async fn finalize(u: Arc<McpUpstream>, ctx: &Arc<Context>) -> Result<Action, Error> {
     let ns = u.namespace().unwrap_or_default();
     let api: Api<McpUpstream> = Api::namespaced(ctx.client.clone(), &ns);
     finalizer(&api, FINALIZER, u, |event| async {
         match event {
-            Finalizer::Apply(u) => apply(&u, &ctx).await,
-            Finalizer::Cleanup(u) => cleanup(&u, &ctx).await,
+            Finalizer::Apply(u) => apply(&u, ctx).await,
+            Finalizer::Cleanup(u) => cleanup(&u, ctx).await,
         }
     })
     .await
@@ -140,6 +145,7 @@ async fn compile(
 
 /// Publishes the compiled catalog when every stage allows it; otherwise
 /// keeps the last good version (stale) or, without a prefix, unpublishes.
+#[tracing::instrument(name = "publish", skip_all)]
 async fn publish(
     ctx: &Context,
     u: &McpUpstream,
@@ -229,7 +235,7 @@ async fn publish(
         .publish(&meta, &encoded, creds.clone())
         .await?;
     if out.changed {
-        Metrics::inc(&ctx.metrics.publishes);
+        ctx.metrics.published(out.chunk_bytes);
         tracing::info!(upstream = %source, prefix = %out.entry.prefix, hash = %out.entry.hash, chunks = out.entry.chunks.len(), "published");
     }
     Ok(Published::Current(out.entry))
@@ -263,6 +269,7 @@ async fn cleanup(u: &McpUpstream, ctx: &Context) -> Result<Action, Error> {
     }
     ctx.compiler.forget(&source);
     ctx.sources.forget(&source);
+    ctx.metrics.upstream_gone(&source);
     if let Some(store) = ctx.upstreams.get() {
         // Also upstreams whose deletion this replica did not see (it was
         // not the leader then).

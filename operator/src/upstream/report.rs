@@ -1,6 +1,7 @@
 //! Reporting a reconcile: the McpUpstream's status and an Event when
 //! readiness changes.
 
+use crds::conditions::types;
 use crds::{McpUpstream, McpUpstreamStatus};
 use kube::api::Api;
 use kube::runtime::events::{Event as KubeEvent, EventType};
@@ -10,7 +11,6 @@ use super::conditions::{conditions, Outcome, Published};
 use crate::compile::Summary;
 use crate::context::Context;
 use crate::error::Error;
-use crate::metrics::Metrics;
 use crate::status;
 
 fn record(status: &mut McpUpstreamStatus, c: &Summary, u: &McpUpstream) {
@@ -29,9 +29,14 @@ fn record(status: &mut McpUpstreamStatus, c: &Summary, u: &McpUpstream) {
 /// Writes the status the outcome calls for, unless it is what is there.
 pub async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result<(), Error> {
     let old = u.status.clone().unwrap_or_default();
+    let concluded = conditions(o);
+    if let Some(ready) = concluded.iter().find(|c| c.type_ == types::READY) {
+        ctx.metrics
+            .upstream_reported(&u.key(), ready.reason, o.prefix.is_err());
+    }
     let mut new = McpUpstreamStatus {
         observed_generation: u.metadata.generation,
-        conditions: status::merge(&old.conditions, &conditions(o), u.metadata.generation),
+        conditions: status::merge(&old.conditions, &concluded, u.metadata.generation),
         served_replicas: o.served.map(|s| s.serving as i32),
         ..Default::default()
     };
@@ -60,7 +65,7 @@ pub async fn write_status(ctx: &Context, u: &McpUpstream, o: &Outcome) -> Result
     let api: Api<McpUpstream> =
         Api::namespaced(ctx.client.clone(), &u.namespace().unwrap_or_default());
     status::apply(&api, &u.name_any(), &new).await?;
-    Metrics::inc(&ctx.metrics.status_writes);
+    ctx.metrics.status_written();
     Ok(())
 }
 

@@ -92,13 +92,20 @@ impl Error {
         match self {
             Error::Kube(_) => ErrorKind::Kube,
             Error::Transient(_) => ErrorKind::Transient,
-            Error::Finalizer(_) => ErrorKind::Finalizer,
+            Error::Finalizer(e) => match e.as_ref() {
+                // The reconcile's own error, not the finalizer's.
+                kube::runtime::finalizer::Error::ApplyFailed(inner)
+                | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner.metric_label(),
+                _ => ErrorKind::Finalizer,
+            },
         }
     }
 }
 
 /// What kind of [`Error`] aborted a reconcile: the `error` label of
-/// `toolgate_operator_reconcile_errors_total`.
+/// `toolgate_operator_reconcile_errors_total`. `Finalizer` is adding or
+/// removing the finalizer itself; an error of the reconcile it wraps is
+/// labelled as that error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorKind {
     Kube,

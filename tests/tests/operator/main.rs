@@ -1,6 +1,7 @@
 //! The real operator against the in-memory API server, over HTTP only: what
 //! `kubectl apply` users see in status and what the gateway finds published.
 
+mod metrics;
 mod rbac;
 mod support;
 mod toolsets;
@@ -134,30 +135,9 @@ async fn compiles(addr: std::net::SocketAddr) -> u64 {
 
 /// One unlabelled sample of the operator's `/metrics`.
 async fn metric(addr: std::net::SocketAddr, name: &str) -> u64 {
-    let body = reqwest_get(&format!("http://{addr}/metrics")).await;
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no metric {name} in {body}"))
-}
-
-async fn reqwest_get(url: &str) -> String {
-    // A tiny HTTP/1.1 GET: the tests crate has no HTTP client of its own.
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let u = url.strip_prefix("http://").expect("http URL");
-    let (host, path) = u
-        .split_once('/')
-        .map(|(h, p)| (h, format!("/{p}")))
-        .expect("path");
-    let mut s = tokio::net::TcpStream::connect(host).await.expect("connect");
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out
+    toolgate_tests::prometheus::scrape(&format!("http://{addr}/metrics"))
+        .await
+        .get(name, &[]) as u64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -995,6 +975,13 @@ async fn with_two_replicas_only_the_leader_writes() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(writes_by(&w, "replica-a") > 0);
     assert_eq!(writes_by(&w, "replica-b"), 0, "{:#?}", w.server.requests());
+    // Only the leader says so, and only it counts upstreams.
+    let (ma, mb) = (a.metrics().await, b.metrics().await);
+    assert_eq!(ma.get("toolgate_operator_leader", &[]), 1.0);
+    assert_eq!(mb.get("toolgate_operator_leader", &[]), 0.0);
+    let published = [("reason", "Published")];
+    assert_eq!(ma.get("toolgate_operator_upstreams", &published), 1.0);
+    assert_eq!(mb.get("toolgate_operator_upstreams", &published), 0.0);
 
     // The leader goes away: the standby takes over and serves changes.
     a.stop().await;
@@ -1009,6 +996,7 @@ async fn with_two_replicas_only_the_leader_writes() {
     )
     .await;
     assert!(writes_by(&w, "replica-b") > 0);
+    assert_eq!(b.metrics().await.get("toolgate_operator_leader", &[]), 1.0);
     b.stop().await;
 }
 

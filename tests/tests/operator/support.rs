@@ -68,6 +68,11 @@ pub struct Operator {
 }
 
 impl Operator {
+    /// Its `/metrics`, parsed.
+    pub async fn metrics(&self) -> toolgate_tests::prometheus::Scrape {
+        toolgate_tests::prometheus::scrape(&format!("http://{}/metrics", self.health)).await
+    }
+
     /// Stops it as the kubelet does: asks (SIGTERM), and after a grace
     /// period kills it, so it never outlives this call.
     pub async fn stop(mut self) {

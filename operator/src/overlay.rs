@@ -31,7 +31,7 @@ async fn run(o: &McpOverlay, ctx: &Context) -> Result<Action, Error> {
     let okey = o.key();
     tracing::debug!(overlay = %okey, "reconciling overlay");
 
-    let own = match ctx.sources.overlay(&ns, &o).await {
+    let own = match ctx.sources.overlay(&ns, o).await {
         Ok(src) => catalog::Overlay::parse(&okey, &src.bytes, src.strict)
             .map(drop)
             .map_err(|e| (Reason::OverlayInvalid, format!("McpOverlay {okey}: {e}"))),
@@ -51,7 +51,7 @@ async fn run(o: &McpOverlay, ctx: &Context) -> Result<Action, Error> {
         .state()
         .into_iter()
         .filter(|u| u.namespace().as_deref() == Some(ns.as_str()))
-        .filter(|u| crate::sources::targets(&o, u) || u.spec.overlays.contains(&name))
+        .filter(|u| crate::sources::targets(o, u) || u.spec.overlays.contains(&name))
         .map(|u| u.name_any())
         .collect();
     let outcomes = lock(&ctx.overlay_outcomes)

@@ -368,9 +368,9 @@ async fn apply(t: &Arc<McpToolset>, state: &Arc<Toolsets>) -> Result<Action, Err
         ctx.publisher.retain_toolsets(|id| state.live(id)).await?;
         return Ok(Action::await_change());
     }
-    let spec = match Spec::read(&t) {
+    let spec = match Spec::read(t) {
         Ok(spec) => spec,
-        Err(message) => return invalid(ctx, &t, message).await,
+        Err(message) => return invalid(ctx, t, message).await,
     };
     let resolution = resolve(ctx, &spec, &upstreams.state());
     lock(&state.selected).insert(
@@ -393,7 +393,7 @@ async fn apply(t: &Arc<McpToolset>, state: &Arc<Toolsets>) -> Result<Action, Err
     toolset.upstreams = contributing.iter().map(|(_, e)| e.prefix.clone()).collect();
     if let Err(e) = toolset.check() {
         let message = format!("spec.upstreams: {}; narrow the selection", e.message);
-        return invalid(ctx, &t, message).await;
+        return invalid(ctx, t, message).await;
     }
     let mut resolved = Vec::with_capacity(contributing.len());
     let mut size = ListingSize::default();
@@ -448,7 +448,7 @@ async fn apply(t: &Arc<McpToolset>, state: &Arc<Toolsets>) -> Result<Action, Err
         listing: Some(size.into()),
         upstreams: resolved,
     };
-    write_status(ctx, &t, &old, &new).await?;
+    write_status(ctx, t, &old, &new).await?;
     Ok(Action::requeue(RESYNC))
 }
 

@@ -148,10 +148,12 @@ async fn metrics_follow_reconciles_compiles_publishes_and_readiness() {
     w.apply_toolset(NS, "all", json!({"upstreams": [{"name": "pets"}]}))
         .await;
     wait_toolset(&w, NS, "all", "True", "Resolved").await;
-    let m = op.metrics().await;
-    let toolset = [("kind", "McpToolset")];
-    assert!(m.get(RECONCILES, &[("kind", "McpToolset"), ("result", "success")]) >= 1.0);
-    assert!(m.count(RECONCILE_SECONDS, &toolset) >= 1.0);
+    // Counted when the reconcile returns, just after its status write.
+    let m = scrape_until(&op, "a toolset reconcile counted", |m| {
+        m.get(RECONCILES, &[("kind", "McpToolset"), ("result", "success")]) >= 1.0
+    })
+    .await;
+    assert!(m.count(RECONCILE_SECONDS, &[("kind", "McpToolset")]) >= 1.0);
 
     // The API server refusing the operator the published index: the
     // reconcile fails, counted as an error of kind `kube`, and is retried.
@@ -173,14 +175,15 @@ async fn metrics_follow_reconciles_compiles_publishes_and_readiness() {
         .await
         .expect("label pets");
     // NB: the error counter moves after the reconcile returns (in the
-    // controller's error policy), so it is the one waited for.
-    let m = scrape_until(&op, "a failed reconcile", |m| {
-        m.get(
-            "toolgate_operator_reconcile_errors_total",
-            &[("error", "kube")],
-        ) >= 1.0
+    // controller's error policy); the toolset, woken by the label, may
+    // fail first.
+    scrape_until(&op, "a failed upstream reconcile, counted by cause", |m| {
+        m.get(RECONCILES, &[("kind", "McpUpstream"), ("result", "error")]) >= 1.0
+            && m.get(
+                "toolgate_operator_reconcile_errors_total",
+                &[("error", "kube")],
+            ) >= 1.0
     })
     .await;
-    assert!(m.get(RECONCILES, &[("kind", "McpUpstream"), ("result", "error")]) >= 1.0);
     op.stop().await;
 }

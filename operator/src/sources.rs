@@ -125,6 +125,25 @@ impl UrlCache {
     }
 }
 
+/// `url` for a span's `url.full`: without user info (OpenTelemetry's HTTP
+/// conventions forbid it) or query, which may carry a token; traces often
+/// go where Secrets do not.
+fn redacted(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            if !u.username().is_empty() || u.password().is_some() {
+                let _ = u.set_username("REDACTED");
+                let _ = u.set_password(None);
+            }
+            if u.query().is_some() {
+                u.set_query(Some("REDACTED"));
+            }
+            u.to_string()
+        }
+        Err(_) => String::new(),
+    }
+}
+
 fn not_found(message: String) -> Failure {
     Failure::new(Reason::SpecNotFound, message)
 }
@@ -245,7 +264,7 @@ impl Sources {
     /// GET with `If-None-Match`; a 304 reuses the cached body. Bounded in
     /// time (`--spec-fetch-timeout`, the body included) and size
     /// (`--max-spec-bytes`, checked as it streams).
-    #[tracing::instrument(name = "GET", skip_all, fields(otel.kind = "client", http.request.method = "GET", url.full = url, http.response.status_code = Empty))]
+    #[tracing::instrument(name = "GET", skip_all, fields(otel.kind = "client", http.request.method = "GET", url.full = %redacted(url), http.response.status_code = Empty))]
     async fn fetch(
         &self,
         upstream: &str,
@@ -516,6 +535,18 @@ pub fn overlay_order(u: &McpUpstream, all: &[std::sync::Arc<McpOverlay>]) -> Vec
 #[cfg(test)]
 mod tests {
     use super::SecretAccess;
+
+    #[test]
+    fn span_urls_carry_no_credentials() {
+        assert_eq!(
+            super::redacted("https://user:pw@api.example.com/openapi.json?token=s3cret"),
+            "https://REDACTED@api.example.com/openapi.json?REDACTED"
+        );
+        assert_eq!(
+            super::redacted("http://specs:8080/openapi.yaml"),
+            "http://specs:8080/openapi.yaml"
+        );
+    }
 
     #[test]
     fn secret_namespaces_are_a_comma_separated_list_and_empty_grants_none() {

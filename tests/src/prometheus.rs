@@ -112,3 +112,27 @@ impl Scrape {
         self.samples.iter().map(|s| s.metric.clone()).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openmetrics_and_prometheus_counters_both_parse_as_counters() {
+        let openmetrics = "# HELP c A counter.\n# TYPE c counter\nc_total{k=\"v\"} 3\n# EOF\n";
+        let prometheus = "# HELP c_total A counter.\n# TYPE c_total counter\nc_total{k=\"v\"} 3\n";
+        for text in [openmetrics, prometheus] {
+            let m = parse(text);
+            let s = m.matching("c_total", &[("k", "v")]).next().expect("sample");
+            assert_eq!(s.value, Value::Counter(3.0), "{text}");
+        }
+    }
+
+    #[test]
+    fn histograms_are_read_by_count_and_family_name() {
+        let text = "# TYPE h histogram\n# UNIT h seconds\nh_sum{k=\"a\"} 1.5\nh_count{k=\"a\"} 2\nh_bucket{le=\"1\",k=\"a\"} 1\nh_bucket{le=\"+Inf\",k=\"a\"} 2\n# EOF\n";
+        let m = parse(text);
+        assert_eq!(m.count("h", &[("k", "a")]), 2.0);
+        assert!(m.names().contains("h"), "{:?}", m.names());
+    }
+}

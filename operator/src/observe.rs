@@ -40,6 +40,7 @@ where
         toolgate.resource.name = meta.name.as_deref().unwrap_or_default(),
         toolgate.result = Empty,
         "error.type" = Empty,
+        otel.status_code = Empty,
     );
     let started = Instant::now();
     let result = work.instrument(span.clone()).await;
@@ -47,6 +48,8 @@ where
     span.record("toolgate.result", outcome.as_str());
     if let Err(e) = &result {
         span.record("error.type", e.metric_label().as_str());
+        // tracing-opentelemetry's name for the span status.
+        span.record("otel.status_code", "ERROR");
     }
     metrics.reconciled(kind, outcome, started.elapsed());
     result

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crds::McpUpstream;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 use toolgate_tests::apiserver::ApiServer;
 use tracing::field::{Field, Visit};
@@ -112,6 +112,27 @@ where
     }
 }
 
+fn message(e: &Captured) -> Option<&str> {
+    e.fields.get("message").map(String::as_str)
+}
+
+/// `toolgate.result`, recorded when a reconcile span ends.
+fn result(s: &Captured) -> Option<&str> {
+    s.fields.get("toolgate.result").map(String::as_str)
+}
+
+/// Polls the captured spans and events until `find` finds something.
+async fn wait_for<T>(capture: &Capture, what: &str, find: impl Fn(&Log) -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(found) = find(&capture.0.lock().expect("capture")) {
+            return found;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconcile_is_one_span_with_its_stages_and_logs_inside() {
     let capture = Capture::default();
@@ -160,31 +181,37 @@ async fn a_reconcile_is_one_span_with_its_stages_and_logs_inside() {
         .await
         .expect("create");
     // The reconcile that published, once its span has ended with a result.
-    let started = Instant::now();
-    let reconcile = loop {
-        let published = {
-            let log = capture.0.lock().expect("capture");
-            log.spans
-                .values()
-                .find(|s| {
-                    s.name == "reconcile"
-                        && s.fields.contains_key("toolgate.result")
-                        && log.spans.values().any(|p| p.name == "publish")
-                        && log.events.iter().any(|e| {
-                            e.fields.get("message").map(String::as_str) == Some("published")
-                        })
-                })
-                .cloned()
-        };
-        if let Some(r) = published {
-            break r;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "no reconcile span that published"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    };
+    let reconcile = wait_for(&capture, "a reconcile span that published", |log| {
+        let published = log.spans.values().any(|p| p.name == "publish")
+            && log.events.iter().any(|e| message(e) == Some("published"));
+        log.spans
+            .values()
+            .find(|s| published && s.name == "reconcile" && result(s) == Some("success"))
+            .cloned()
+    })
+    .await;
+
+    // The API server refusing the published index fails the next one.
+    server.forbid(|r| {
+        r.namespace == "toolgate-system"
+            && r.resource == "configmaps"
+            && r.name == crds::publish::INDEX_NAME
+    });
+    upstreams
+        .patch(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .expect("label pets");
+    let failed = wait_for(&capture, "a failed reconcile span", |log| {
+        log.spans
+            .values()
+            .find(|s| s.name == "reconcile" && result(s) == Some("error"))
+            .cloned()
+    })
+    .await;
     stop.cancel();
     let _ = running.await;
 
@@ -195,6 +222,15 @@ async fn a_reconcile_is_one_span_with_its_stages_and_logs_inside() {
     assert_eq!(field("toolgate.resource.name"), Some("pets"));
     assert_eq!(field("toolgate.result"), Some("success"));
     assert!(reconcile.ancestors.is_empty(), "a root span");
+    assert_eq!(field("error.type"), None);
+    assert_eq!(
+        failed.fields.get("error.type").map(String::as_str),
+        Some("kube")
+    );
+    assert_eq!(
+        failed.fields.get("otel.status_code").map(String::as_str),
+        Some("ERROR")
+    );
 
     let log = capture.0.lock().expect("capture");
     for stage in ["fetch", "compile", "publish", "status"] {
@@ -224,7 +260,7 @@ async fn a_reconcile_is_one_span_with_its_stages_and_logs_inside() {
     let published = log
         .events
         .iter()
-        .find(|e| e.fields.get("message").map(String::as_str) == Some("published"))
+        .find(|e| message(e) == Some("published"))
         .expect("a published log line");
     assert!(
         published.ancestors.contains(&"reconcile".to_string()),

@@ -314,11 +314,16 @@ impl CatalogStore {
 
     /// Reads, parses and installs a catalog file.
     pub fn install_file(&self, path: &Path) -> Result<Arc<ToolDiff>, LoadError> {
-        let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        });
-        let bytes = self.counted(bytes)?;
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.count_reload(ReloadResult::Failure);
+                return Err(LoadError::Read {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        };
         self.install_bytes(path, &bytes)
     }
 

@@ -469,3 +469,54 @@ async fn metrics_addr_off_serves_no_metrics() {
     client.cancel().await.unwrap();
     served.terminate().await;
 }
+
+const DOC: &str = "openapi: 3.0.3
+info: {title: alpha, version: '1'}
+paths:
+  /things:
+    get:
+      operationId: listThings
+      responses: {'200': {description: ok}}
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_reloads_count_once_each_and_a_broken_document_is_a_failure() {
+    let dir = tempdir("metrics-local");
+    let (config, doc) = (dir.join("toolgate.yaml"), dir.join("alpha.yaml"));
+    std::fs::write(
+        &config,
+        "upstreams:\n  alpha:\n    openapi: {file: alpha.yaml}\n    baseUrl: http://127.0.0.1:9\n",
+    )
+    .unwrap();
+    std::fs::write(&doc, DOC).unwrap();
+    let store = CatalogStore::new(Default::default(), Overrides::default());
+    let url = metrics_url(store.metrics().clone()).await;
+    let mut sources = gateway::local::Sources::new(config, false);
+    sources.start_counted(&store).await.unwrap();
+    let reloads =
+        |s: &Scraped, result| s.value("toolgate_catalog_reloads_total", &[("result", result)]);
+    let s = scrape(&url).await;
+    assert_eq!((reloads(&s, "success"), reloads(&s, "failure")), (1.0, 0.0));
+    assert_eq!(s.value("toolgate_catalog_tools", &[]), 1.0);
+    let first = s.label_values("toolgate_catalog_info", "hash");
+
+    // The document breaks: alpha keeps its last good version; a failure.
+    std::fs::write(&doc, "openapi: [").unwrap();
+    sources.reload(&store).await;
+    let s = scrape(&url).await;
+    assert_eq!((reloads(&s, "success"), reloads(&s, "failure")), (1.0, 1.0));
+    assert_eq!(s.label_values("toolgate_catalog_info", "hash"), first);
+
+    // Fixed, with one more operation: one success, the new hash alone.
+    let more = format!(
+        "{DOC}  /things/{{id}}:\n    get:\n      operationId: getThing\n      parameters: [{{name: id, in: path, required: true, schema: {{type: string}}}}]\n      responses: {{'200': {{description: ok}}}}\n"
+    );
+    std::fs::write(&doc, more).unwrap();
+    sources.reload(&store).await;
+    let s = scrape(&url).await;
+    assert_eq!((reloads(&s, "success"), reloads(&s, "failure")), (2.0, 1.0));
+    assert_eq!(s.value("toolgate_catalog_tools", &[]), 2.0);
+    let second = s.label_values("toolgate_catalog_info", "hash");
+    assert_eq!(second.len(), 1);
+    assert_ne!(second, first);
+}

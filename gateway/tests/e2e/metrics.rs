@@ -29,12 +29,12 @@ async fn metrics_url(metrics: Arc<Metrics>) -> String {
 }
 
 /// One scrape, as text and parsed.
-struct Scraped {
+pub(crate) struct Scraped {
     text: String,
     samples: Vec<Sample>,
 }
 
-async fn scrape(url: &str) -> Scraped {
+pub(crate) async fn scrape(url: &str) -> Scraped {
     gateway::upstream::install_crypto_provider();
     let resp = reqwest::get(url).await.expect("scrape answered");
     assert_eq!(resp.status(), 200);
@@ -61,7 +61,7 @@ impl Scraped {
     }
 
     /// Sum of the counters or gauges `metric` with `labels` (0: none).
-    fn value(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn value(&self, metric: &str, labels: &[(&str, &str)]) -> f64 {
         self.matching(metric, labels)
             .map(|s| match &s.value {
                 Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
@@ -84,7 +84,7 @@ impl Scraped {
     }
 
     /// The label `name` of every series of `metric`.
-    fn label_values(&self, metric: &str, name: &str) -> Vec<String> {
+    pub(crate) fn label_values(&self, metric: &str, name: &str) -> Vec<String> {
         self.matching(metric, &[])
             .filter_map(|s| s.labels.get(name).map(str::to_string))
             .collect()
@@ -92,7 +92,7 @@ impl Scraped {
 }
 
 /// Scrapes until `ok` holds (the gateway records after it answers).
-async fn scrape_until(url: &str, what: &str, ok: impl Fn(&Scraped) -> bool) -> Scraped {
+pub(crate) async fn scrape_until(url: &str, what: &str, ok: impl Fn(&Scraped) -> bool) -> Scraped {
     tokio::time::timeout(WAIT, async {
         loop {
             let s = scrape(url).await;
@@ -367,7 +367,7 @@ async fn auth_denials_are_counted_by_reason() {
 }
 
 /// The metrics listener's URL, from the binary's log.
-async fn served_metrics_url(served: &crate::reload::Served) -> String {
+pub(crate) async fn served_metrics_url(served: &crate::reload::Served) -> String {
     let line = served.wait_log(0, &["metrics served on http://"]).await;
     let at = line.find("http://").unwrap();
     line[at..]

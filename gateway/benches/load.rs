@@ -176,6 +176,8 @@ async fn start_gateway_on(port: u16, catalog: &Path, config: Option<&Path>) -> G
         "--catalog",
     ])
     .arg(catalog)
+    // Several gateways at once: not all on the default metrics port.
+    .env("TOOLGATE_METRICS_ADDR", "off")
     .stdout(Stdio::null())
     .stderr(Stdio::null());
     // The gateway's tokio worker threads (default: one per core).

@@ -5,23 +5,74 @@
 //! message meant for the caller (see [`crate::error`] for the whole table);
 //! invalid arguments stop the call before the upstream is contacted.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
+use crate::auth::AuthError;
 use crate::inbound::CallContext;
+use crate::metrics::ErrorType;
 use crate::request;
 use crate::response::{self, error_text};
 use crate::snapshot::ToolEntry;
-use crate::upstream::StatusClass;
+use crate::upstream::{StatusClass, UpstreamError, UpstreamResponse};
 use crate::validate;
+
+/// What a call did besides its result: for the metrics.
+#[derive(Debug, Clone, Default)]
+pub struct CallReport {
+    /// Why the result is `isError`; `None` for a success.
+    pub error: Option<ErrorType>,
+    /// The arguments did not match the tool's input schema.
+    pub invalid_arguments: bool,
+    /// The upstream's response did not match its schema or the tool's
+    /// outputSchema (returned anyway under `responseValidation: warn`).
+    pub invalid_response: bool,
+    /// The upstream call, if a request was sent.
+    pub upstream: Option<UpstreamCall>,
+}
+
+/// One upstream request as the gateway made it.
+#[derive(Debug, Clone)]
+pub struct UpstreamCall {
+    pub method: http::Method,
+    /// `None`: no usable response (unreachable, timed out, too large).
+    pub status: Option<u16>,
+    /// From asking for a `maxConcurrency` slot to the end of the body.
+    pub elapsed: Duration,
+}
 
 /// Runs `tool` with `arguments` for the caller `ctx` describes.
 pub async fn call(
     tool: &ToolEntry,
     arguments: Option<JsonObject>,
     ctx: &CallContext,
+) -> CallToolResult {
+    call_reported(tool, arguments, ctx).await.0
+}
+
+/// [`call`], with what happened on the way.
+pub async fn call_reported(
+    tool: &ToolEntry,
+    arguments: Option<JsonObject>,
+    ctx: &CallContext,
+) -> (CallToolResult, CallReport) {
+    let mut report = CallReport::default();
+    let result = run(tool, arguments, ctx, &mut report).await;
+    if result.is_error == Some(true) && report.error.is_none() {
+        // Every failure before the response sets its type; what is left
+        // is the success path refusing a response.
+        report.error = Some(ErrorType::ResponseValidation);
+    }
+    (result, report)
+}
+
+async fn run(
+    tool: &ToolEntry,
+    arguments: Option<JsonObject>,
+    ctx: &CallContext,
+    report: &mut CallReport,
 ) -> CallToolResult {
     let started = Instant::now();
     let name = tool.def.name.as_str();
@@ -31,49 +82,73 @@ pub async fn call(
             retry_after_s = e.retry_after_seconds,
             "rate limited"
         );
-        return error_text(e.to_string());
+        return failed(report, ErrorType::RateLimited, e.to_string());
     }
     let instance = Value::Object(arguments.unwrap_or_default());
     let Some(input) = tool.input() else {
         tracing::error!(tool = name, "input schema does not compile");
-        return error_text(format!("cannot call {name}: its input schema is invalid"));
+        return failed(
+            report,
+            ErrorType::Internal,
+            format!("cannot call {name}: its input schema is invalid"),
+        );
     };
     if let Err(errors) = validate::check(input, &instance) {
         tracing::debug!(tool = name, errors = errors.len(), "invalid arguments");
+        report.invalid_arguments = true;
+        report.error = Some(ErrorType::InvalidArguments);
         return error_text(format!(
             "invalid arguments for {name}:\n- {}",
             errors.join("\n- ")
         ));
     }
     let Value::Object(args) = instance else {
-        return error_text("arguments must be an object");
+        return failed(
+            report,
+            ErrorType::InvalidArguments,
+            "arguments must be an object".into(),
+        );
     };
     let base = &tool.upstream.base_url;
     let prepared = match &tool.request_jq {
         Some(p) => match crate::transform::run("request", p, Value::Object(args)).await {
             Ok(out) => request::from_transform(&out, &tool.def.plan, base),
-            Err(e) => return error_text(e.to_string()),
+            Err(e) => return failed(report, ErrorType::Transform, e.to_string()),
         },
         None => request::build(&tool.def.plan, &args, base),
     };
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
-            if matches!(e, request::RequestError::Plan(_)) {
-                tracing::error!(tool = name, error = %e, "catalog defect");
-            }
-            return error_text(format!("cannot call {name}: {e}"));
+            let error = match e {
+                request::RequestError::Plan(_) => {
+                    tracing::error!(tool = name, error = %e, "catalog defect");
+                    ErrorType::Internal
+                }
+                request::RequestError::Argument { .. } => ErrorType::InvalidArguments,
+            };
+            return failed(report, error, format!("cannot call {name}: {e}"));
         }
     };
     let method = prepared.method.clone();
-    let resp = match tool
+    let sent_at = Instant::now();
+    let sent = tool
         .upstream
         .send(prepared, tool.def.auth_required, ctx)
-        .await
-    {
+        .await;
+    let status = sent.as_ref().ok().map(|r| r.status);
+    if reached_upstream(&sent) {
+        report.upstream = Some(UpstreamCall {
+            method: method.clone(),
+            status,
+            elapsed: sent_at.elapsed(),
+        });
+    }
+    let resp = match sent {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(tool = name, error = %e, "upstream call failed");
+            report.error = Some(error_type(&e));
             return error_text(e.to_string());
         }
     };
@@ -87,8 +162,52 @@ pub async fn call(
         "upstream responded"
     );
     match class {
-        StatusClass::Success => response::success(tool, resp).await,
-        StatusClass::Error => response::error(tool, resp).await,
-        StatusClass::Unexpected => response::unexpected(&resp),
+        StatusClass::Success => response::success(tool, resp, report).await,
+        StatusClass::Error => {
+            report.error = Some(ErrorType::UpstreamStatus);
+            response::error(tool, resp).await
+        }
+        StatusClass::Unexpected => {
+            report.error = Some(ErrorType::UpstreamStatus);
+            response::unexpected(&resp)
+        }
+    }
+}
+
+/// Whether a send got as far as sending a request.
+fn reached_upstream(sent: &Result<UpstreamResponse, UpstreamError>) -> bool {
+    match sent {
+        Ok(_) => true,
+        Err(
+            UpstreamError::Timeout(_)
+            | UpstreamError::Unreachable(_)
+            | UpstreamError::TooLarge { .. }
+            | UpstreamError::OverBudget { .. }
+            | UpstreamError::BudgetTimeout { .. },
+        ) => true,
+        // Refused before a request left: no slot, no token.
+        Err(UpstreamError::Busy { .. } | UpstreamError::Auth(_) | UpstreamError::Identity(_)) => {
+            false
+        }
+    }
+}
+
+/// An isError result of type `error`.
+fn failed(report: &mut CallReport, error: ErrorType, message: String) -> CallToolResult {
+    report.error = Some(error);
+    error_text(message)
+}
+
+fn error_type(e: &UpstreamError) -> ErrorType {
+    match e {
+        UpstreamError::Timeout(_) => ErrorType::UpstreamTimeout,
+        UpstreamError::Unreachable(_) => ErrorType::UpstreamUnreachable,
+        UpstreamError::TooLarge { .. } => ErrorType::ResponseTooLarge,
+        UpstreamError::Busy { .. }
+        | UpstreamError::OverBudget { .. }
+        | UpstreamError::BudgetTimeout { .. } => ErrorType::Overloaded,
+        UpstreamError::Auth(AuthError::NeedsToken) => ErrorType::Forbidden,
+        UpstreamError::Auth(_) => ErrorType::UpstreamAuth,
+        UpstreamError::Identity(_) => ErrorType::Internal,
     }
 }

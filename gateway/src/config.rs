@@ -62,6 +62,22 @@ pub struct GatewayFile {
     pub upstreams: Option<BTreeMap<String, UpstreamEntry>>,
     /// How `/mcp` and `/mcp/{prefix}` list their tools.
     pub listing: ListingConfig,
+    /// Settings of the Prometheus metrics (`serve` flags win).
+    pub metrics: MetricsConfig,
+}
+
+/// The `metrics:` section.
+///
+/// ```yaml
+/// metrics:
+///   toolLabels: auto      # auto | on | off
+///   toolLabelLimit: 1000  # auto: per-tool series up to this many tools
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    pub tool_labels: Option<crate::metrics::ToolLabels>,
+    pub tool_label_limit: Option<usize>,
 }
 
 /// The `listing:` section: each endpoint's mode when the client does not

@@ -26,6 +26,8 @@
 //! [`file_watch`] follows files that change under the gateway (the
 //! catalog of `--catalog`, the session key).
 //!
+//! [`metrics`] are the Prometheus metrics, on a listener of their own.
+//!
 //! [`inbound`] authenticates MCP clients (JWTs, API keys, introspection)
 //! and answers RFC 9728 metadata.
 //!
@@ -45,6 +47,7 @@ pub mod intake;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
 pub mod local;
+pub mod metrics;
 pub mod ops;
 pub mod output_schema;
 pub mod pages;

@@ -34,6 +34,7 @@ use crate::config::{ConfigError, GatewayConfig, GatewayFile, UpstreamConfig, Ups
 use crate::file_watch::{FileWatch, WatchOptions};
 use crate::inbound::config::InboundConfig;
 use crate::inbound::fetch;
+use crate::metrics::ReloadResult;
 use crate::reload::CatalogStore;
 use crate::snapshot::{now_rfc3339, Provenance, SnapshotError, UpstreamProvenance};
 
@@ -257,19 +258,40 @@ impl Sources {
             let (prefix, version) = result?;
             candidates.insert(prefix, version);
         }
-        self.install(candidates, store, true)
+        self.install(candidates, store, true).map(|_| ())
+    }
+
+    /// [`Sources::start`], counted as a catalog load.
+    pub async fn start_counted(&mut self, store: &CatalogStore) -> Result<(), LocalError> {
+        let r = self.start(store).await;
+        store.count_reload(match r {
+            Ok(()) => ReloadResult::Success,
+            Err(_) => ReloadResult::Failure,
+        });
+        r
     }
 
     /// Loads again and installs what loads, each upstream falling back to
     /// its last good version; errors are logged.
     pub async fn reload(&mut self, store: &CatalogStore) {
+        // A load that left any upstream behind what its files say failed.
+        let result = match self.reload_all(store).await {
+            true => ReloadResult::Success,
+            false => ReloadResult::Failure,
+        };
+        store.count_reload(result);
+    }
+
+    /// [`Sources::reload`]; false if anything did not load.
+    async fn reload_all(&mut self, store: &CatalogStore) -> bool {
         let file = match self.read_config() {
             Ok(f) => f,
             Err(e) => {
                 tracing::error!(error = %e, "config not reloaded; every upstream keeps serving its last good version");
-                return;
+                return false;
             }
         };
+        let mut loaded = true;
         if self.inbound.as_ref().is_some_and(|i| *i != file.inbound) {
             tracing::warn!(config = %self.path.display(), "`inbound` changed: it takes effect when toolgate restarts");
             self.inbound = Some(file.inbound.clone());
@@ -289,12 +311,20 @@ impl Sources {
                         None => "; not served until it loads",
                     };
                     tracing::error!(upstream = %prefix, "upstream {prefix}: {message}{tail}");
+                    loaded = false;
                 }
-                Err(e) => tracing::error!(error = %e, "upstream not reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "upstream not reloaded");
+                    loaded = false;
+                }
             }
         }
-        if let Err(e) = self.install(candidates, store, false) {
-            tracing::error!(error = %e, "catalog not reloaded");
+        match self.install(candidates, store, false) {
+            Ok(all) => loaded && all,
+            Err(e) => {
+                tracing::error!(error = %e, "catalog not reloaded");
+                false
+            }
         }
     }
 
@@ -460,18 +490,19 @@ impl Sources {
     /// Installs `candidates` with their settings unless that is what is
     /// served. Unless `strict`, an upstream the gateway cannot serve falls
     /// back to its last good version, or is left out, and the others
-    /// still load.
+    /// still load. True if every candidate is served as given.
     fn install(
         &mut self,
         mut candidates: BTreeMap<String, Version>,
         store: &CatalogStore,
         strict: bool,
-    ) -> Result<(), LocalError> {
+    ) -> Result<bool, LocalError> {
+        let mut all = true;
         // Each failed round replaces or removes one upstream, so this ends.
         for _ in 0..=candidates.len() * 2 + 1 {
             let hash = set_hash(&candidates);
             if self.installed.as_deref() == Some(hash.as_str()) {
-                return Ok(());
+                return Ok(all);
             }
             let catalog = Catalog::new(
                 candidates
@@ -503,7 +534,7 @@ impl Sources {
                 Ok(_) => {
                     self.served = candidates;
                     self.installed = Some(hash);
-                    return Ok(());
+                    return Ok(all);
                 }
                 Err(e) => e,
             };
@@ -529,6 +560,7 @@ impl Sources {
                 "; not served until it loads"
             };
             tracing::error!(upstream = %prefix, "config {path}: upstream {prefix} ({}) cannot be served: {e}{tail}", failed.document);
+            all = false;
             match previous {
                 Some(v) => {
                     candidates.insert(prefix, v);
@@ -538,7 +570,7 @@ impl Sources {
                 }
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// When the next URL refresh is due, if any upstream reads a URL.

@@ -165,6 +165,20 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// [`Inbound::admit`], counting refusals by reason.
+    #[allow(clippy::result_large_err)]
+    async fn admit(&self, req: &mut Request) -> Result<(), Response> {
+        let refused = self.inbound.admit(req).await;
+        if let Err(r) = &refused {
+            if let Some(reason) = crate::inbound::denial_reason(r) {
+                self.shared.metrics.auth_denial(reason);
+            }
+        }
+        refused
+    }
+}
+
 /// `http(s)://host:*` for each allowed host (`host:port` keeps its port).
 fn origins_for_hosts(hosts: &[String]) -> Vec<String> {
     let mut out = Vec::new();
@@ -235,7 +249,7 @@ async fn root(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
         return r;
     }
-    if let Err(r) = state.inbound.admit(&mut req).await {
+    if let Err(r) = state.admit(&mut req).await {
         return r;
     }
     let mode = match requested_mode(req.uri()) {
@@ -302,7 +316,7 @@ async fn scoped(
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
         return r;
     }
-    if let Err(r) = state.inbound.admit(&mut req).await {
+    if let Err(r) = state.admit(&mut req).await {
         return r;
     }
     if !state.shared.store.load().has_prefix(&prefix) {
@@ -331,7 +345,7 @@ async fn toolset(
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
         return r;
     }
-    if let Err(r) = state.inbound.admit(&mut req).await {
+    if let Err(r) = state.admit(&mut req).await {
         return r;
     }
     let id = catalog::toolset::ToolsetName::new(namespace, name);
@@ -398,7 +412,7 @@ async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
         return r;
     }
-    if let Err(r) = state.inbound.admit(&mut req).await {
+    if let Err(r) = state.admit(&mut req).await {
         return r;
     }
     let snap = state.shared.store.load();

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::GatewayConfig;
 pub use crate::file_watch::WatchOptions;
 use crate::file_watch::{FileChange, FileWatch};
+use crate::metrics::{Metrics, ReloadResult};
 use crate::snapshot::{Overrides, Provenance, RuntimeCache, Snapshot, SnapshotError};
 
 /// What a reload changed, by tool name.
@@ -133,6 +134,9 @@ pub struct CatalogStore {
     /// snapshot actually replaced.
     build: Mutex<BuildState>,
     changes: broadcast::Sender<Arc<ToolDiff>>,
+    /// This gateway's metrics: the served catalog's size and hash, and
+    /// every load.
+    metrics: Arc<Metrics>,
 }
 
 /// What the next snapshot is built with. The config lives here, not next
@@ -161,6 +165,15 @@ pub enum LoadError {
 
 impl CatalogStore {
     pub fn new(config: GatewayConfig, overrides: Overrides) -> Arc<Self> {
+        Self::with_metrics(config, overrides, Arc::new(Metrics::default()))
+    }
+
+    /// [`CatalogStore::new`] recording into `metrics`.
+    pub fn with_metrics(
+        config: GatewayConfig,
+        overrides: Overrides,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         let (changes, _) = broadcast::channel(64);
         Arc::new(CatalogStore {
             current: ArcSwap::from_pointee(Snapshot::empty()),
@@ -170,7 +183,31 @@ impl CatalogStore {
                 cache: RuntimeCache::default(),
             }),
             changes,
+            metrics,
         })
+    }
+
+    /// This gateway's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Counts one load of a loader that installs through
+    /// [`CatalogStore::install_with_config`] or
+    /// [`CatalogStore::install_published`], which may install several
+    /// times in one load (falling back upstream by upstream) and so do not
+    /// count on their own. [`CatalogStore::install`] and
+    /// [`CatalogStore::install_file`] count themselves.
+    pub fn count_reload(&self, result: ReloadResult) {
+        self.metrics.reload(result);
+    }
+
+    fn counted<T, E>(&self, r: Result<T, E>) -> Result<T, E> {
+        self.count_reload(match r {
+            Ok(_) => ReloadResult::Success,
+            Err(_) => ReloadResult::Failure,
+        });
+        r
     }
 
     /// The current snapshot; hold it for the whole call.
@@ -183,7 +220,8 @@ impl CatalogStore {
     pub fn install(&self, catalog: &Catalog) -> Result<Arc<ToolDiff>, SnapshotError> {
         let mut guard = self.build.lock().unwrap_or_else(|p| p.into_inner());
         let b = &mut *guard;
-        let next = Snapshot::build(catalog, &b.config, &self.overrides, &mut b.cache)?;
+        let next = Snapshot::build(catalog, &b.config, &self.overrides, &mut b.cache);
+        let next = self.counted(next)?;
         Ok(self.swap_in(next, guard))
     }
 
@@ -245,6 +283,13 @@ impl CatalogStore {
         next: Snapshot,
         build: std::sync::MutexGuard<'_, BuildState>,
     ) -> Arc<ToolDiff> {
+        // The hash `/status` shows (in Kubernetes mode the published
+        // index's). Under the build lock, like the swap: the last wins.
+        let hash = match next.provenance.catalog_hash.as_str() {
+            "" => next.hash.as_str(),
+            h => h,
+        };
+        self.metrics.catalog_served(next.tool_count(), hash);
         let old = self.current.swap(Arc::new(next));
         let d = Arc::new(diff(&old, &self.current.load()));
         drop(old);
@@ -269,14 +314,30 @@ impl CatalogStore {
 
     /// Reads, parses and installs a catalog file.
     pub fn install_file(&self, path: &Path) -> Result<Arc<ToolDiff>, LoadError> {
-        let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.count_reload(ReloadResult::Failure);
+                return Err(LoadError::Read {
+                    path: path.display().to_string(),
+                    message: e.to_string(),
+                });
+            }
+        };
         self.install_bytes(path, &bytes)
     }
 
+    /// Parses and installs a catalog's bytes; counted as one load.
     fn install_bytes(&self, path: &Path, bytes: &[u8]) -> Result<Arc<ToolDiff>, LoadError> {
+        let r = self.install_bytes_uncounted(path, bytes);
+        self.counted(r)
+    }
+
+    fn install_bytes_uncounted(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<Arc<ToolDiff>, LoadError> {
         let catalog = parse_catalog(bytes).map_err(|message| LoadError::Parse {
             path: path.display().to_string(),
             message,
@@ -381,6 +442,7 @@ pub async fn watch_file(
                         tracing::warn!(path = %path.display(), "catalog file removed; the loaded catalog keeps serving")
                     }
                     FileChange::Unreadable(e) => {
+                        store.count_reload(ReloadResult::Failure);
                         tracing::error!(path = %path.display(), error = %e, "cannot read the catalog file; the loaded catalog keeps serving")
                     }
                 }

@@ -49,7 +49,9 @@ use jsonschema::json::{JsonNumber, Node, Object};
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::{json, Value};
 
+use crate::call::CallReport;
 use crate::config::ResponseValidation;
+use crate::metrics::ErrorType;
 use crate::payload::Payload;
 use crate::rawjson::{Document, RawNode};
 use crate::snapshot::{ResponseCheck, ToolEntry};
@@ -118,7 +120,12 @@ fn is_text(m: &str) -> bool {
 
 /// The success path. Every body leaves by reference ([`Payload`]), with
 /// its share of the response budget.
-pub async fn success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
+/// Notes in `report` what made a result isError, and schema violations.
+pub async fn success(
+    tool: &ToolEntry,
+    resp: UpstreamResponse,
+    report: &mut CallReport,
+) -> CallToolResult {
     if resp.body.is_empty() {
         if tool.lists_output() {
             return unkept(
@@ -162,7 +169,7 @@ pub async fn success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult
             rc = rc.with_mime_type(media.unwrap_or("application/octet-stream"));
             CallToolResult::success(vec![ContentBlock::resource(rc)])
         }
-        Kind::Json => json_success(tool, resp).await,
+        Kind::Json => json_success(tool, resp, report).await,
     }
 }
 
@@ -194,7 +201,11 @@ fn wrapped<'a>(tool: &ToolEntry, doc: &Document<'a>) -> RawNode<'a> {
     }
 }
 
-async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
+async fn json_success(
+    tool: &ToolEntry,
+    resp: UpstreamResponse,
+    report: &mut CallReport,
+) -> CallToolResult {
     let UpstreamResponse {
         status,
         body,
@@ -227,6 +238,7 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
                 }
             };
             if let Err(errors) = result {
+                report.invalid_response = true;
                 match mode {
                     ResponseValidation::Fail => return does_not_match("its schema", &errors),
                     _ => {
@@ -245,6 +257,7 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
         // the listed outputSchema holds for every status.
         if let Some(out) = promised.filter(|_| !output_checked && tool.response_jq.is_none()) {
             if let Err(errors) = validate::check_raw(out, &doc, wrapped(tool, &doc)) {
+                report.invalid_response = true;
                 return does_not_match("the tool's outputSchema", &errors);
             }
         }
@@ -259,16 +272,23 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
             // jq needs the body as trees: budget them before building.
             let trees = TREES_PER_JQ_INPUT.saturating_mul(tree_bytes);
             if let Err(e) = permit.grow("the response transform", trees, deadline).await {
+                report.error = Some(ErrorType::Overloaded);
                 return error_text(e.to_string());
             }
             let value: Value = match serde_json::from_slice(&body) {
                 Ok(v) => v,
-                Err(e) => return error_text(format!("response transform failed: {e}")),
+                Err(e) => {
+                    report.error = Some(ErrorType::Transform);
+                    return error_text(format!("response transform failed: {e}"));
+                }
             };
             drop(body);
             let out = match crate::transform::run("response", p, value).await {
                 Ok(v) => v,
-                Err(e) => return error_text(e.to_string()),
+                Err(e) => {
+                    report.error = Some(ErrorType::Transform);
+                    return error_text(e.to_string());
+                }
             };
             let bytes = Bytes::from(serde_json::to_vec(&out).unwrap_or_default());
             drop(out);
@@ -280,6 +300,7 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
                     Err(_) => Err(vec!["the transform's output is not JSON".into()]),
                 };
                 if let Err(errors) = checked {
+                    report.invalid_response = true;
                     return does_not_match("the tool's outputSchema", &errors);
                 }
             }

@@ -33,12 +33,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter,
-    Tool,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -50,6 +50,7 @@ use catalog::toolset::ToolsetName;
 
 use crate::inbound::Caller;
 use crate::intake::McpEndpoint;
+use crate::metrics::{ErrorType, McpMethod};
 use crate::pages::{EndpointKey, PageCursor, PageLimits};
 use crate::reload::{CatalogStore, ToolDiff};
 use crate::session::{OnClose, ReplicaSessions, SessionKey, SessionLimit, SignedIdStore};
@@ -184,6 +185,8 @@ static NO_SEARCH: SearchSettings = SearchSettings {
 /// State shared by every session and endpoint.
 pub struct Shared {
     pub store: Arc<CatalogStore>,
+    /// This gateway's metrics (the store's).
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub pages: PageLimits,
     /// Access to upstreams without an `access` policy.
     pub default_access: catalog::access::DefaultAccess,
@@ -205,6 +208,7 @@ impl Shared {
         default_access: catalog::access::DefaultAccess,
     ) -> Arc<Self> {
         Arc::new(Shared {
+            metrics: store.metrics().clone(),
             store,
             pages: PageLimits {
                 tools: pages.tools.max(1),
@@ -419,6 +423,7 @@ impl McpHandler {
         arguments: Option<rmcp::model::JsonObject>,
         call_ctx: &crate::inbound::CallContext,
         context: &RequestContext<RoleServer>,
+        seen: &mut Seen,
     ) -> Result<CallToolResponse, ErrorData> {
         // One snapshot for the whole call: a reload never splits it.
         let snapshot = self.shared.store.load();
@@ -426,13 +431,22 @@ impl McpHandler {
         let Some(tool) = self.visible(&snapshot, name, principal).cloned() else {
             // NB: the same error for a tool the caller may not call, so
             // the answer does not say whether it exists.
+            seen.error = Some(ErrorType::UnknownTool);
             return Err(crate::error::unknown_tool(name));
         };
+        seen.tool = Some(tool.def.name.clone());
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlight(&self.shared);
         let result = tokio::select! {
-            r = crate::call::call(&tool, arguments, call_ctx) => r,
-            _ = context.ct.cancelled() => crate::response::error_text("call cancelled by the client"),
+            (r, report) = crate::call::call_reported(&tool, arguments, call_ctx) => {
+                self.shared.metrics.call(&tool.prefix, &report);
+                seen.error = report.error;
+                r
+            }
+            _ = context.ct.cancelled() => {
+                seen.error = Some(ErrorType::Cancelled);
+                crate::response::error_text("call cancelled by the client")
+            }
         };
         Ok(result.into())
     }
@@ -444,14 +458,20 @@ impl McpHandler {
         arguments: Option<rmcp::model::JsonObject>,
         call_ctx: &crate::inbound::CallContext,
         context: &RequestContext<RoleServer>,
+        seen: &mut Seen,
     ) -> Result<CallToolResponse, ErrorData> {
         use crate::search::{CallArgs, DescribeArgs, Meta, SearchArgs};
         let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
+        // A meta-tool's name is ours, so as bounded as the catalog's.
+        seen.tool = Some(meta.name().to_string());
         match meta {
             Meta::SearchTools => {
                 let args: SearchArgs = match meta.arguments(arguments) {
                     Ok(a) => a,
-                    Err(e) => return Ok(crate::response::error_text(e).into()),
+                    Err(e) => {
+                        seen.error = Some(ErrorType::InvalidArguments);
+                        return Ok(crate::response::error_text(e).into());
+                    }
                 };
                 let snapshot = self.shared.store.load();
                 let mut access = snapshot.caller_access(principal, self.shared.default_access);
@@ -463,20 +483,31 @@ impl McpHandler {
             Meta::DescribeTool => {
                 let args: DescribeArgs = match meta.arguments(arguments) {
                     Ok(a) => a,
-                    Err(e) => return Ok(crate::response::error_text(e).into()),
+                    Err(e) => {
+                        seen.error = Some(ErrorType::InvalidArguments);
+                        return Ok(crate::response::error_text(e).into());
+                    }
                 };
                 let snapshot = self.shared.store.load();
                 match self.visible(&snapshot, &args.name, principal) {
                     Some(t) => Ok(crate::search::describe(t).into()),
-                    None => Err(crate::error::unknown_tool(&args.name)),
+                    None => {
+                        seen.error = Some(ErrorType::UnknownTool);
+                        Err(crate::error::unknown_tool(&args.name))
+                    }
                 }
             }
             Meta::CallTool => {
                 let args: CallArgs = match meta.arguments(arguments) {
                     Ok(a) => a,
-                    Err(e) => return Ok(crate::response::error_text(e).into()),
+                    Err(e) => {
+                        seen.error = Some(ErrorType::InvalidArguments);
+                        return Ok(crate::response::error_text(e).into());
+                    }
                 };
-                self.run(&args.name, args.arguments, call_ctx, context)
+                // Labelled by the tool it runs, if the endpoint serves it.
+                seen.tool = None;
+                self.run(&args.name, args.arguments, call_ctx, context, seen)
                     .await
             }
         }
@@ -549,7 +580,148 @@ impl ServerHandler for McpHandler {
         Cow::Borrowed(PROTOCOL_VERSIONS)
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let started = Instant::now();
+        // What rmcp's own `initialize` does.
+        context.peer.set_peer_info(request.clone());
+        let result = self.negotiate_initialize(&request);
+        self.operation(
+            McpMethod::Initialize,
+            None,
+            result.as_ref().err(),
+            None,
+            started,
+        );
+        result
+    }
+
+    async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        self.operation(McpMethod::Ping, None, None, None, Instant::now());
+        Ok(())
+    }
+
     async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let started = Instant::now();
+        let result = self.list_tools_now(request, context);
+        self.operation(
+            McpMethod::ToolsList,
+            None,
+            result.as_ref().err(),
+            None,
+            started,
+        );
+        result
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let started = Instant::now();
+        let mut seen = Seen::default();
+        let result = self.call_tool_now(request, context, &mut seen).await;
+        let (tool, error) = (seen.tool.as_deref(), seen.error);
+        self.operation(
+            McpMethod::ToolsCall,
+            tool,
+            result.as_ref().err(),
+            error,
+            started,
+        );
+        result
+    }
+
+    /// rmcp asks for a tool's schema, without a request context, to check
+    /// the `Mcp-Param-*` headers of a `tools/call`; the caller comes from
+    /// [`with_request_caller`]. Outside a request nothing is visible: to
+    /// rmcp that only means "not validated here", and `call_tool` decides.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let caller = REQUEST_CALLER.try_with(Clone::clone).ok()?;
+        let snapshot = self.shared.store.load();
+        if self.view.mode == ListMode::Search {
+            if let Some(meta) = crate::search::Meta::of(name) {
+                return Some(meta.tool(self.search_settings(&snapshot)));
+            }
+        }
+        self.visible(&snapshot, name, caller.as_deref().map(|c| &c.principal))
+            .map(|t| t.mcp().clone())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.shared.register(context.peer, self.view.clone());
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut f = SubscriptionFilter::new();
+        if requested.tools_list_changed == Some(true) {
+            f.tools_list_changed = Some(true);
+        }
+        Some(f)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut rx = self.shared.store.subscribe();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                msg = rx.recv() => match msg {
+                    Ok(d) if self.view.affected_by(&d) => {
+                        if context.sink().notify_tool_list_changed().await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = context.sink().notify_tool_list_changed().await;
+                    }
+                    Err(_) => return Ok(()),
+                }
+            }
+        }
+    }
+}
+
+/// What a `tools/call` records beside its duration.
+#[derive(Debug, Default)]
+struct Seen {
+    /// The catalog tool (or search-mode meta-tool) called; `None` for a
+    /// name the endpoint does not serve.
+    tool: Option<String>,
+    /// Why the call failed, when known better than by its protocol error.
+    error: Option<ErrorType>,
+}
+
+impl McpHandler {
+    /// Records one MCP request: `protocol_error` if it failed as one,
+    /// `error` when the handler knows why.
+    fn operation(
+        &self,
+        method: McpMethod,
+        tool: Option<&str>,
+        protocol_error: Option<&ErrorData>,
+        error: Option<ErrorType>,
+        started: Instant,
+    ) {
+        let error = error.or_else(|| protocol_error.map(ErrorType::of_protocol_error));
+        self.shared
+            .metrics
+            .operation(method, tool, error, started.elapsed());
+    }
+
+    /// `tools/list`.
+    fn list_tools_now(
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
@@ -610,10 +782,12 @@ impl ServerHandler for McpHandler {
         Ok(result)
     }
 
-    async fn call_tool(
+    /// `tools/call`; `seen` gets what the operation metric records.
+    async fn call_tool_now(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
+        seen: &mut Seen,
     ) -> Result<CallToolResponse, ErrorData> {
         let call_ctx = crate::inbound::caller_of(&context);
         if self.view.mode == ListMode::Search {
@@ -621,64 +795,12 @@ impl ServerHandler for McpHandler {
             // call_tool still reaches it.
             if let Some(meta) = crate::search::Meta::of(&request.name) {
                 return self
-                    .run_meta(meta, request.arguments, &call_ctx, &context)
+                    .run_meta(meta, request.arguments, &call_ctx, &context, seen)
                     .await;
             }
         }
-        self.run(&request.name, request.arguments, &call_ctx, &context)
+        self.run(&request.name, request.arguments, &call_ctx, &context, seen)
             .await
-    }
-
-    /// rmcp asks for a tool's schema, without a request context, to check
-    /// the `Mcp-Param-*` headers of a `tools/call`; the caller comes from
-    /// [`with_request_caller`]. Outside a request nothing is visible: to
-    /// rmcp that only means "not validated here", and `call_tool` decides.
-    fn get_tool(&self, name: &str) -> Option<Tool> {
-        let caller = REQUEST_CALLER.try_with(Clone::clone).ok()?;
-        let snapshot = self.shared.store.load();
-        if self.view.mode == ListMode::Search {
-            if let Some(meta) = crate::search::Meta::of(name) {
-                return Some(meta.tool(self.search_settings(&snapshot)));
-            }
-        }
-        self.visible(&snapshot, name, caller.as_deref().map(|c| &c.principal))
-            .map(|t| t.mcp().clone())
-    }
-
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.shared.register(context.peer, self.view.clone());
-    }
-
-    fn accepted_subscription_filter(
-        &self,
-        requested: &SubscriptionFilter,
-    ) -> Option<SubscriptionFilter> {
-        let mut f = SubscriptionFilter::new();
-        if requested.tools_list_changed == Some(true) {
-            f.tools_list_changed = Some(true);
-        }
-        Some(f)
-    }
-
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let mut rx = self.shared.store.subscribe();
-        loop {
-            tokio::select! {
-                _ = context.cancelled() => return Ok(()),
-                msg = rx.recv() => match msg {
-                    Ok(d) if self.view.affected_by(&d) => {
-                        if context.sink().notify_tool_list_changed().await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        let _ = context.sink().notify_tool_list_changed().await;
-                    }
-                    Err(_) => return Ok(()),
-                }
-            }
-        }
     }
 }
 
@@ -734,6 +856,7 @@ pub fn mcp_service(
         sessions.limit.clone(),
         sessions.idle_timeout,
         on_close,
+        shared.metrics.clone(),
     ));
     McpEndpoint {
         service: StreamableHttpService::new(move || Ok(handler.clone()), manager.clone(), cfg),

@@ -211,6 +211,8 @@ pub struct ReplicaSessions {
     /// One slot per session in `inner`, released when it closes.
     slots: Mutex<HashMap<SessionId, OwnedSemaphorePermit>>,
     on_close: OnClose,
+    /// Counts the sessions `slots` holds (`mcp_server_sessions_active`).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl ReplicaSessions {
@@ -222,6 +224,7 @@ impl ReplicaSessions {
         limit: SessionLimit,
         idle: Option<Duration>,
         on_close: OnClose,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> Self {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = idle;
@@ -232,6 +235,7 @@ impl ReplicaSessions {
             limit,
             slots: Mutex::new(HashMap::new()),
             on_close,
+            metrics,
         }
     }
 
@@ -262,7 +266,9 @@ impl ReplicaSessions {
 
     fn hold(&self, id: &SessionId, slot: OwnedSemaphorePermit) {
         let mut s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        s.insert(id.clone(), slot);
+        if s.insert(id.clone(), slot).is_none() {
+            self.metrics.session(true);
+        }
     }
 }
 
@@ -317,6 +323,9 @@ impl SessionManager for ReplicaSessions {
             let mut s = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             s.remove(id)
         };
+        if slot.is_some() {
+            self.metrics.session(false);
+        }
         drop(slot);
         (self.on_close)();
         Ok(closed?)

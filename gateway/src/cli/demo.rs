@@ -80,6 +80,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         max_sessions: gateway::session::DEFAULT_MAX_SESSIONS,
         session_idle_timeout_seconds: gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs(),
         max_response_memory_bytes: None,
+        metrics_addr: super::serve::MetricsAddr(None),
+        metrics_tool_labels: None,
+        metrics_tool_label_limit: None,
     };
     run_with(serve, Some(catalog), |local| {
         let mcp = format!("http://{}/mcp", reachable(local));

@@ -131,6 +131,28 @@ pub struct ServeArgs {
     /// container's memory limit (cgroup), else 256 MiB.
     #[arg(long, env = "TOOLGATE_MAX_RESPONSE_MEMORY_BYTES")]
     pub max_response_memory_bytes: Option<u64>,
+    /// Address of the Prometheus metrics listener (`GET /metrics`), a port
+    /// of its own so the MCP port (the one agents reach) never shows tool
+    /// and upstream names; `off` disables it.
+    #[arg(long, env = "TOOLGATE_METRICS_ADDR", default_value = gateway::metrics::DEFAULT_METRICS_ADDR, value_parser = metrics_addr)]
+    pub metrics_addr: MetricsAddr,
+    /// Per-tool series of the MCP operation histogram: `auto` while the
+    /// catalog has at most --metrics-tool-label-limit tools, `on`, `off`.
+    /// Default: `metrics.toolLabels` of --config, else auto.
+    #[arg(long, env = "TOOLGATE_METRICS_TOOL_LABELS", value_enum)]
+    pub metrics_tool_labels: Option<gateway::metrics::ToolLabels>,
+    /// Most tools a catalog may have for `auto` to label by tool. Default:
+    /// `metrics.toolLabelLimit` of --config, else 1000.
+    #[arg(long, env = "TOOLGATE_METRICS_TOOL_LABEL_LIMIT")]
+    pub metrics_tool_label_limit: Option<usize>,
+}
+
+/// `--metrics-addr`: where to serve the metrics, if anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsAddr(pub Option<SocketAddr>);
+
+fn metrics_addr(text: &str) -> Result<MetricsAddr, String> {
+    gateway::metrics::parse_addr(text).map(MetricsAddr)
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -186,7 +208,7 @@ pub async fn run_with(
     if args.kube && file.upstreams.is_some() {
         bail!(
             "--config with --kube: `upstreams` is not allowed (the operator publishes upstream \
-             settings); only `inbound` and `listing` are read"
+             settings); only `inbound`, `listing` and `metrics` are read"
         );
     }
     if file.has_sources() && (args.catalog.is_some() || args.spec.is_some()) {
@@ -211,7 +233,17 @@ pub async fn run_with(
         overrides.base_urls = HashMap::from([(prefix.clone(), url.clone())]);
     }
     gateway::config::set_credentials_dir(args.credentials_dir.clone());
-    let store = CatalogStore::new(config, overrides);
+    let defaults = gateway::metrics::ToolLabelSettings::default();
+    let tool_labels = gateway::metrics::ToolLabelSettings {
+        mode: (args.metrics_tool_labels)
+            .or(file.metrics.tool_labels)
+            .unwrap_or(defaults.mode),
+        limit: (args.metrics_tool_label_limit)
+            .or(file.metrics.tool_label_limit)
+            .unwrap_or(defaults.limit),
+    };
+    let metrics = std::sync::Arc::new(gateway::metrics::Metrics::new(tool_labels));
+    let store = CatalogStore::with_metrics(config, overrides, metrics.clone());
     let cancel = CancellationToken::new();
     let mut reporter = None;
     // The catalog file and the session key file are polled alike.
@@ -271,7 +303,7 @@ pub async fn run_with(
     } else if let Some(path) = &args.config {
         // Checked above: its upstreams say where their documents are.
         let mut sources = gateway::local::Sources::new(path.clone(), false);
-        sources.start(&store).await?;
+        sources.start_counted(&store).await?;
         tokio::spawn(gateway::local::watch(
             sources,
             store.clone(),
@@ -342,6 +374,24 @@ pub async fn run_with(
     let listener = gateway::ops::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
+    if let MetricsAddr(Some(addr)) = args.metrics_addr {
+        // NB: not fatal: a taken metrics port must not stop the gateway
+        // serving its clients; the scrape target going down is the alarm.
+        match gateway::ops::bind(addr).and_then(|l| Ok((l.local_addr()?, l))) {
+            Ok((bound, metrics_listener)) => {
+                tracing::info!(metrics = %bound, "metrics served on http://{bound}/metrics");
+                let stop = cancel.child_token();
+                tokio::spawn(async move {
+                    if let Err(e) = gateway::metrics::serve(metrics_listener, metrics, stop).await {
+                        tracing::error!(error = %e, "the metrics listener failed");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "--metrics-addr: cannot listen on {addr}; metrics are not served")
+            }
+        }
+    }
     // Before the "serving" line: a SIGTERM from then on is a shutdown
     // signal, not the default (an exit without draining).
     let signals = gateway::ops::shutdown_signals();

@@ -33,6 +33,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::file_watch::WatchOptions;
+use crate::metrics::DenialReason;
 use api_keys::ApiKeys;
 use config::{ClaimNames, InboundConfig, InvalidField};
 use introspection::Introspector;
@@ -354,6 +355,12 @@ impl Methods {
     /// act on (no credentials; refused; expired), nothing about which
     /// check failed: that goes to the debug log, without the credential.
     fn refuse(&self, f: Failure) -> Response {
+        let reason = match &f {
+            Failure::Missing => DenialReason::Missing,
+            Failure::Invalid { expired: true, .. } => DenialReason::Expired,
+            Failure::Invalid { .. } => DenialReason::Invalid,
+            Failure::Unavailable(_) => DenialReason::Unavailable,
+        };
         let (status, challenge, body) = match f {
             Failure::Missing => {
                 tracing::debug!("no credentials");
@@ -387,6 +394,8 @@ impl Methods {
             }
         };
         let mut r = (status, Json(body)).into_response();
+        // For the metrics, which the edge keeps ([`denial_reason`]).
+        r.extensions_mut().insert(reason);
         if let Some(c) = challenge {
             r.headers_mut().insert(http::header::WWW_AUTHENTICATE, c);
         } else {
@@ -417,6 +426,11 @@ impl CallContext {
             (None, None) => None,
         }
     }
+}
+
+/// Why [`Inbound::admit`] refused, read from the refusal it returned.
+pub fn denial_reason(refusal: &Response) -> Option<DenialReason> {
+    refusal.extensions().get::<DenialReason>().copied()
 }
 
 /// The context of the HTTP request behind an MCP request (rmcp puts the

@@ -23,6 +23,7 @@ use crds::publish::{CHUNK_KEY, INDEX_KEY, INDEX_NAME};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 use crate::config::GatewayConfig;
+use crate::metrics::ReloadResult;
 use crate::reload::CatalogStore;
 use crate::snapshot::{now_rfc3339, Provenance, UpstreamProvenance};
 
@@ -72,6 +73,9 @@ pub(super) struct Loader {
     /// The last problem logged per prefix (or for the index), so a
     /// pending upstream is not logged again on every event.
     reported: BTreeMap<String, String>,
+    /// Whether this sync met an error (not merely a chunk still on its
+    /// way): it then counts as a failed load.
+    failed: bool,
 }
 
 /// A candidate upstream: where it comes from and its content.
@@ -88,11 +92,13 @@ impl Loader {
             toolsets: BTreeMap::new(),
             installed: None,
             reported: BTreeMap::new(),
+            failed: false,
         }
     }
 
     /// Logs `message` for `key` unless it is what was logged last time.
     fn report(&mut self, key: &str, message: String, error: bool) {
+        self.failed |= error;
         if self.reported.get(key) == Some(&message) {
             return;
         }
@@ -108,6 +114,19 @@ impl Loader {
     /// True while something published is not served as published (a retry
     /// may help).
     pub(super) fn sync(&mut self, objects: &[Arc<ConfigMap>], store: &CatalogStore) -> bool {
+        self.failed = false;
+        let before = self.installed.clone();
+        let pending = self.sync_uncounted(objects, store);
+        // A sync that changed nothing and met no error loaded nothing.
+        if self.failed {
+            store.count_reload(ReloadResult::Failure);
+        } else if self.installed != before {
+            store.count_reload(ReloadResult::Success);
+        }
+        pending
+    }
+
+    fn sync_uncounted(&mut self, objects: &[Arc<ConfigMap>], store: &CatalogStore) -> bool {
         let by_name: HashMap<&str, &Arc<ConfigMap>> = objects
             .iter()
             .filter_map(|cm| Some((cm.metadata.name.as_deref()?, cm)))
@@ -387,6 +406,7 @@ impl Loader {
                     let Some(i) = candidates.iter().position(|c| c.served.entry.prefix == out)
                     else {
                         tracing::error!(namespace = %self.namespace, error = %e, "published catalog not loaded; the previous catalog keeps serving");
+                        self.failed = true;
                         return;
                     };
                     let prefix = out.to_string();

@@ -414,6 +414,7 @@ fn serve_logged(args: &[&str]) -> Logged {
         .arg("serve")
         .args(["--listen", "127.0.0.1:0", "--poll-interval-ms", "50"])
         .args(args)
+        .env("TOOLGATE_METRICS_ADDR", "off")
         .env("RUST_LOG", "debug")
         .env_remove("TOOLGATE_LOG_FORMAT")
         .stdout(Stdio::piped())

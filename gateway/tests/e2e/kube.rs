@@ -493,7 +493,8 @@ fn gateway_lists(server: &ApiServerHandle) -> u64 {
 async fn a_chunk_with_a_wrong_hash_keeps_the_previous_version_of_that_upstream() {
     let cluster = Cluster::start("corrupt").await;
     let up = TestUpstream::start().await;
-    let gw = cluster.gateway();
+    let gw = cluster.gateway_with(&[("TOOLGATE_METRICS_ADDR", "127.0.0.1:0")]);
+    let metrics = crate::metrics::served_metrics_url(&gw).await;
     let pets = published("pets", pets_tools(), base(&up.url));
     let other = published("other", other_tools(), base(&up.url));
     let v1 = cluster.publish(&[pets, other], &[]).await;
@@ -520,6 +521,19 @@ async fn a_chunk_with_a_wrong_hash_keeps_the_previous_version_of_that_upstream()
     };
     let status = wait_served(&gw.url, &expected.hash()).await;
     assert_ne!(status["catalogHash"], v2.hash());
+    // A load that kept an upstream's previous version failed; the hash
+    // shown is the one served.
+    let reloads = |s: &crate::metrics::Scraped, result| {
+        s.value("toolgate_catalog_reloads_total", &[("result", result)])
+    };
+    // Counted when the load ends, just after the swap /status shows.
+    let s =
+        crate::metrics::scrape_until(&metrics, "a failed load", |s| reloads(s, "failure") >= 1.0)
+            .await;
+    assert_eq!(
+        s.label_values("toolgate_catalog_info", "hash"),
+        vec![expected.hash()]
+    );
     let names = tool_names(&client).await;
     assert!(names.contains(&"pets__extra_2".to_string()), "{names:?}");
     assert!(names.contains(&"other__ping".to_string()), "{names:?}");
@@ -528,8 +542,17 @@ async fn a_chunk_with_a_wrong_hash_keeps_the_previous_version_of_that_upstream()
     assert!(!is_error(&r), "{}", text(&r));
 
     // The right bytes arrive: v2 loads whole, without a new index.
+    let successes = reloads(&s, "success");
     cluster.repair(&other2).await;
     wait_served(&gw.url, &v2.hash()).await;
+    let s = crate::metrics::scrape_until(&metrics, "a successful load", |s| {
+        reloads(s, "success") > successes
+    })
+    .await;
+    assert_eq!(
+        s.label_values("toolgate_catalog_info", "hash"),
+        vec![v2.hash()]
+    );
     assert!(tool_names(&client)
         .await
         .contains(&"other__extra_2".to_string()));

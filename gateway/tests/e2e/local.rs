@@ -140,6 +140,7 @@ fn run_blocking(args: &[String]) -> (ExitStatus, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(args)
         .env("RUST_LOG", "info")
+        .env("TOOLGATE_METRICS_ADDR", "off")
         .env_remove("TOOLGATE_LOG_FORMAT")
         .env_remove("POD_NAMESPACE")
         .stdout(Stdio::piped())

@@ -38,6 +38,8 @@ mod list;
 mod local;
 /// Peak memory of large responses, on the real binary.
 mod memory;
+/// `/metrics` on its own listener, parsed as Prometheus parses it.
+mod metrics;
 /// Token exchange, forwarded identity and rate limits with real tokens.
 mod on_behalf;
 /// The outputSchema contract through the official SDK clients and rmcp.

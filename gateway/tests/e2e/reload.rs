@@ -221,6 +221,9 @@ pub(crate) fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Served {
         .arg("serve")
         .args(["--listen", "127.0.0.1:0", "--poll-interval-ms", "50"])
         .args(args)
+        // Not the default 0.0.0.0:9090, which parallel tests share;
+        // `--metrics-addr` wins over it.
+        .env("TOOLGATE_METRICS_ADDR", "off")
         .envs(env.iter().copied())
         .env_remove("POD_NAMESPACE")
         .env("RUST_LOG", "info")

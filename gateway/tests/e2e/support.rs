@@ -244,11 +244,16 @@ pub async fn start_gateway(catalog: &Catalog, config: GatewayConfig) -> Gateway 
 pub async fn start_gateway_with(
     catalog: &Catalog,
     config: GatewayConfig,
-    mut edge: EdgeOptions,
+    edge: EdgeOptions,
 ) -> Gateway {
     gateway::upstream::install_crypto_provider();
     let store = CatalogStore::new(config, Overrides::default());
     store.install(catalog).expect("fixture catalog installs");
+    serve_store(store, edge).await
+}
+
+/// An in-process gateway on loopback serving `store`.
+pub async fn serve_store(store: Arc<CatalogStore>, mut edge: EdgeOptions) -> Gateway {
     let cancel = CancellationToken::new();
     edge.cancel = cancel.clone();
     let state = AppState::new(store.clone(), &edge);

@@ -9,12 +9,14 @@ use std::time::Instant;
 
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::inbound::CallContext;
 use crate::request;
 use crate::response::{self, error_text};
 use crate::snapshot::ToolEntry;
-use crate::upstream::StatusClass;
+use crate::trace::{self, record_error, ErrorType};
+use crate::upstream::{StatusClass, UpstreamError};
 use crate::validate;
 
 /// Runs `tool` with `arguments` for the caller `ctx` describes.
@@ -31,6 +33,7 @@ pub async fn call(
             retry_after_s = e.retry_after_seconds,
             "rate limited"
         );
+        record_error(ErrorType::RateLimited);
         return error_text(e.to_string());
     }
     let instance = Value::Object(arguments.unwrap_or_default());
@@ -38,7 +41,15 @@ pub async fn call(
         tracing::error!(tool = name, "input schema does not compile");
         return error_text(format!("cannot call {name}: its input schema is invalid"));
     };
-    if let Err(errors) = validate::check(input, &instance) {
+    let checked = trace::step("validate arguments").in_scope(|| {
+        let r = validate::check(input, &instance);
+        if r.is_err() {
+            record_error(ErrorType::InvalidArguments);
+        }
+        r
+    });
+    if let Err(errors) = checked {
+        record_error(ErrorType::InvalidArguments);
         tracing::debug!(tool = name, errors = errors.len(), "invalid arguments");
         return error_text(format!(
             "invalid arguments for {name}:\n- {}",
@@ -50,15 +61,28 @@ pub async fn call(
     };
     let base = &tool.upstream.base_url;
     let prepared = match &tool.request_jq {
-        Some(p) => match crate::transform::run("request", p, Value::Object(args)).await {
-            Ok(out) => request::from_transform(&out, &tool.def.plan, base),
-            Err(e) => return error_text(e.to_string()),
-        },
-        None => request::build(&tool.def.plan, &args, base),
+        Some(p) => {
+            let step = trace::step("transform request");
+            let out = crate::transform::run("request", p, Value::Object(args))
+                .instrument(step.clone())
+                .await;
+            match out {
+                Ok(out) => step.in_scope(|| request::from_transform(&out, &tool.def.plan, base)),
+                Err(e) => {
+                    step.in_scope(|| record_error(ErrorType::RequestBuild));
+                    record_error(ErrorType::RequestBuild);
+                    return error_text(e.to_string());
+                }
+            }
+        }
+        None => {
+            trace::step("build request").in_scope(|| request::build(&tool.def.plan, &args, base))
+        }
     };
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
+            record_error(ErrorType::RequestBuild);
             if matches!(e, request::RequestError::Plan(_)) {
                 tracing::error!(tool = name, error = %e, "catalog defect");
             }
@@ -66,17 +90,31 @@ pub async fn call(
         }
     };
     let method = prepared.method.clone();
+    let client = trace::http_client(&method, &tool.def.plan.path, &prepared.url);
     let resp = match tool
         .upstream
         .send(prepared, tool.def.auth_required, ctx)
+        .instrument(client.clone())
         .await
     {
         Ok(r) => r,
         Err(e) => {
+            let kind = match e {
+                UpstreamError::Timeout(_) => ErrorType::UpstreamTimeout,
+                _ => ErrorType::UpstreamUnreachable,
+            };
+            client.record("error.type", kind.as_str());
+            record_error(kind);
             tracing::warn!(tool = name, error = %e, "upstream call failed");
             return error_text(e.to_string());
         }
     };
+    client.record("http.response.status_code", resp.status);
+    if resp.status >= 400 && !client.is_disabled() {
+        // HTTP client conventions: the status code is the error type.
+        client.record("error.type", resp.status.to_string());
+    }
+    drop(client);
     let class = tool.upstream.classify(resp.status);
     tracing::debug!(
         tool = name,
@@ -88,7 +126,13 @@ pub async fn call(
     );
     match class {
         StatusClass::Success => response::success(tool, resp).await,
-        StatusClass::Error => response::error(tool, resp).await,
-        StatusClass::Unexpected => response::unexpected(&resp),
+        StatusClass::Error => {
+            record_error(ErrorType::UpstreamStatus);
+            response::error(tool, resp).await
+        }
+        StatusClass::Unexpected => {
+            record_error(ErrorType::UpstreamStatus);
+            response::unexpected(&resp)
+        }
     }
 }

@@ -177,9 +177,23 @@ fn text_result(body: Bytes, permit: BudgetPermit, is_error: bool) -> CallToolRes
     }
 }
 
+/// Runs a check of the response in its `validate response` span.
+fn traced_check<E>(check: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
+    let span = crate::trace::step("validate response");
+    let result = span.in_scope(check);
+    if result.is_err() {
+        span.record(
+            "error.type",
+            crate::trace::ErrorType::ResponseValidation.as_str(),
+        );
+    }
+    result
+}
+
 /// isError for a success response that cannot keep the promise of the
 /// tool's listed outputSchema.
 fn unkept(tool: &ToolEntry, why: String) -> CallToolResult {
+    crate::trace::record_error(crate::trace::ErrorType::ResponseValidation);
     error_text(format!(
         "{why}; {} lists an outputSchema, so it returns only results that match it (responseValidation: fail)",
         tool.def.name
@@ -219,16 +233,19 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
             .response_check(status)
             .filter(|_| mode != ResponseValidation::Off)
         {
-            let result = match check {
+            let result = traced_check(|| match check {
                 ResponseCheck::Schema(v) => validate::check_raw(v, &doc, doc.root()),
                 ResponseCheck::Output(v) => {
                     output_checked = true;
                     validate::check_raw(v, &doc, wrapped(tool, &doc))
                 }
-            };
+            });
             if let Err(errors) = result {
                 match mode {
-                    ResponseValidation::Fail => return does_not_match("its schema", &errors),
+                    ResponseValidation::Fail => {
+                        crate::trace::record_error(crate::trace::ErrorType::ResponseValidation);
+                        return does_not_match("its schema", &errors);
+                    }
                     _ => {
                         tool.upstream.count_response_violation();
                         tracing::warn!(
@@ -244,7 +261,10 @@ async fn json_success(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResul
         // A status with a schema of its own was checked against that one;
         // the listed outputSchema holds for every status.
         if let Some(out) = promised.filter(|_| !output_checked && tool.response_jq.is_none()) {
-            if let Err(errors) = validate::check_raw(out, &doc, wrapped(tool, &doc)) {
+            if let Err(errors) =
+                traced_check(|| validate::check_raw(out, &doc, wrapped(tool, &doc)))
+            {
+                crate::trace::record_error(crate::trace::ErrorType::ResponseValidation);
                 return does_not_match("the tool's outputSchema", &errors);
             }
         }

@@ -44,6 +44,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 use catalog::listing::{ListMode, SearchSettings};
 use catalog::toolset::ToolsetName;
@@ -428,13 +429,37 @@ impl McpHandler {
             // the answer does not say whether it exists.
             return Err(crate::error::unknown_tool(name));
         };
+        tracing::Span::current().record("toolgate.upstream", &*tool.prefix);
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlight(&self.shared);
         let result = tokio::select! {
             r = crate::call::call(&tool, arguments, call_ctx) => r,
-            _ = context.ct.cancelled() => crate::response::error_text("call cancelled by the client"),
+            _ = context.ct.cancelled() => {
+                crate::trace::record_error(crate::trace::ErrorType::Cancelled);
+                crate::response::error_text("call cancelled by the client")
+            }
         };
         Ok(result.into())
+    }
+
+    /// `tools/call`, in the request's JSON-RPC span.
+    async fn call_tool_in_span(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call_ctx = crate::inbound::caller_of(&context);
+        if self.view.mode == ListMode::Search {
+            // NB: a catalog tool with a meta-tool's name is shadowed here;
+            // call_tool still reaches it.
+            if let Some(meta) = crate::search::Meta::of(&request.name) {
+                return self
+                    .run_meta(meta, request.arguments, &call_ctx, &context)
+                    .await;
+            }
+        }
+        self.run(&request.name, request.arguments, &call_ctx, &context)
+            .await
     }
 
     /// Runs a meta-tool of search mode.
@@ -615,18 +640,20 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let call_ctx = crate::inbound::caller_of(&context);
-        if self.view.mode == ListMode::Search {
-            // NB: a catalog tool with a meta-tool's name is shadowed here;
-            // call_tool still reaches it.
-            if let Some(meta) = crate::search::Meta::of(&request.name) {
-                return self
-                    .run_meta(meta, request.arguments, &call_ctx, &context)
-                    .await;
+        let span = crate::trace::rpc_span_of(&context);
+        let result = self
+            .call_tool_in_span(request, context)
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = &result {
+            if !span.is_disabled() {
+                // MCP conventions: a JSON-RPC error's code is its type.
+                let code = e.code.0.to_string();
+                span.record("rpc.response.status_code", code.as_str());
+                span.record("error.type", code.as_str());
             }
         }
-        self.run(&request.name, request.arguments, &call_ctx, &context)
-            .await
+        result
     }
 
     /// rmcp asks for a tool's schema, without a request context, to check

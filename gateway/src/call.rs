@@ -109,7 +109,7 @@ pub async fn call(
             return error_text(e.to_string());
         }
     };
-    client.record("http.response.status_code", resp.status);
+    client.record("http.response.status_code", i64::from(resp.status));
     if resp.status >= 400 && !client.is_disabled() {
         // HTTP client conventions: the status code is the error type.
         client.record("error.type", resp.status.to_string());

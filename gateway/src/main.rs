@@ -43,6 +43,8 @@ fn run_async<F>(
 where
     F: std::future::Future<Output = anyhow::Result<()>>,
 {
+    // Before the span exporter builds its HTTP client.
+    gateway::upstream::install_crypto_provider();
     // Declared before the runtime, so dropped after it: the last spans
     // are exported once every task has ended.
     let _telemetry = telemetry::init(telemetry::Settings {
@@ -50,7 +52,6 @@ where
         log_format,
         default_filter: "info",
     })?;
-    gateway::upstream::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

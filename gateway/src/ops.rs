@@ -244,7 +244,10 @@ async fn http_server_span(req: Request, next: axum::middleware::Next) -> Respons
         .cloned();
     let span = crate::trace::http_server(&req, route.as_ref().map_or("", |r| r.as_str()));
     let res = next.run(req).instrument(span.clone()).await;
-    span.record("http.response.status_code", res.status().as_u16());
+    span.record(
+        "http.response.status_code",
+        i64::from(res.status().as_u16()),
+    );
     res
 }
 

@@ -24,6 +24,8 @@
 //!
 //! Spans are `info`-level `tracing` spans: the JSON log lines carry their
 //! fields. Strings are formatted for a span only when it is enabled.
+//! Integers are recorded as `i64`: tracing-opentelemetry exports other
+//! integer types as strings.
 
 use tracing::field::Empty;
 use tracing::Span;
@@ -191,7 +193,7 @@ pub fn http_client(method: &http::Method, template: &str, url: &reqwest::Url) ->
         http.request.method = method.as_str(),
         url.template = template,
         server.address = url.host_str(),
-        server.port = url.port_or_known_default(),
+        server.port = url.port_or_known_default().map(i64::from),
         http.response.status_code = Empty,
         error.type = Empty,
     );

@@ -55,15 +55,23 @@ where
             span.insert("name".into(), name.into());
             line.insert("span".into(), span.into());
         }
-        // NB: the OpenTelemetry layer makes an entered span's context the
-        // current one, so this is the innermost span's (and nothing when
-        // traces are off).
-        let cx = opentelemetry::Context::current();
-        let span = cx.span();
-        let sc = span.span_context();
-        if sc.is_valid() {
-            line.insert("trace_id".into(), sc.trace_id().to_string().into());
-            line.insert("span_id".into(), sc.span_id().to_string().into());
+        // The innermost span's OpenTelemetry context (none when traces
+        // are off). NB: no span's extensions may be held here: the lookup
+        // locks them.
+        let id = event
+            .parent()
+            .cloned()
+            .or_else(|| ctx.lookup_current().map(|s| s.id()));
+        let cx = id.and_then(|id| {
+            tracing::dispatcher::get_default(|d| tracing_opentelemetry::get_otel_context(&id, d))
+        });
+        if let Some(cx) = cx {
+            let span = cx.span();
+            let sc = span.span_context();
+            if sc.is_valid() {
+                line.insert("trace_id".into(), sc.trace_id().to_string().into());
+                line.insert("span_id".into(), sc.span_id().to_string().into());
+            }
         }
         writeln!(writer, "{}", Value::Object(line))
     }

@@ -106,11 +106,20 @@ pub fn init(settings: Settings) -> anyhow::Result<Guard> {
         None
     };
     let otel = provider.as_ref().map(|p| {
+        // Each of these costs work on every span, or on every poll of an
+        // instrumented future, and says nothing a trace reader needs:
+        // thread ids (tasks move between Tokio's workers), source
+        // locations and targets (the span names say where), busy/idle
+        // times, and making each entered span the current OpenTelemetry
+        // context (parents come from the `tracing` span tree; JSON logs
+        // look the ids up themselves).
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer("toolgate"))
-            // Thread ids and names say nothing about a request here:
-            // tasks move between Tokio's workers.
             .with_threads(false)
+            .with_location(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
+            .with_context_activation(false)
     });
     tracing_subscriber::registry()
         .with(filter)

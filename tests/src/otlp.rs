@@ -84,6 +84,8 @@ impl ReceivedSpan {
 #[derive(Default)]
 struct Store {
     spans: Mutex<Vec<ReceivedSpan>>,
+    /// Every span ever received, [`Receiver::clear`] or not.
+    received: std::sync::atomic::AtomicUsize,
 }
 
 /// The running receiver; stops when dropped.
@@ -136,6 +138,24 @@ impl Receiver {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// How many spans were received so far, including those forgotten
+    /// by [`Receiver::clear`].
+    pub fn span_count(&self) -> usize {
+        self.store
+            .received
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Forgets the spans received so far (a long benchmark would
+    /// otherwise keep them all).
+    pub fn clear(&self) {
+        self.store
+            .spans
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// Waits for a span matching `matches` (described by `what` if none
@@ -224,6 +244,9 @@ async fn export(
             }
         }
     }
+    store
+        .received
+        .fetch_add(received.len(), std::sync::atomic::Ordering::SeqCst);
     store
         .spans
         .lock()

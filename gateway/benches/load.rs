@@ -35,8 +35,10 @@
 //! **Tracing.** As for auth: two gateways side by side, one without
 //! tracing, one exporting every span (the default sampler samples all)
 //! over OTLP/HTTP to a receiver in this process
-//! (`toolgate_tests::otlp`), which decodes every export as a collector
-//! would; alternating rounds.
+//! (`toolgate_tests::otlp`); alternating rounds. The receiver answers
+//! without decoding, so the numbers are the gateway's cost rather than a
+//! collector's sharing its cores (`BENCH_OTLP_DECODE=1` decodes, as the
+//! tests do).
 //!
 //! Env: `BENCH_SECONDS` (default 5) per measurement.
 
@@ -635,7 +637,14 @@ async fn tracing_cost(tmp: &Path) {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5.0);
-    let receiver = toolgate_tests::otlp::Receiver::start().await;
+    // `BENCH_OTLP_DECODE=1`: the receiver decodes every export, as a
+    // collector would, on the cores the gateway uses.
+    let decode = std::env::var("BENCH_OTLP_DECODE").is_ok_and(|v| v == "1");
+    let receiver = if decode {
+        toolgate_tests::otlp::Receiver::start().await
+    } else {
+        toolgate_tests::otlp::Receiver::start_discarding().await
+    };
     let up = upstream().await;
     let base = format!("http://{up}");
     let spec = serde_json::to_vec(&pets_spec(&base)).expect("spec");
@@ -661,11 +670,13 @@ async fn tracing_cost(tmp: &Path) {
     let r = c.call_tool(p).await.expect("tools/call");
     assert_ne!(r.is_error, Some(true), "{r:?}");
     let _ = c.cancel().await;
-    receiver
-        .wait_for("the benchmark's first tools/call", |s| {
-            s.name == "tools/call pets__get_pet"
-        })
-        .await;
+    if decode {
+        receiver
+            .wait_for("the benchmark's first tools/call", |s| {
+                s.name == "tools/call pets__get_pet"
+            })
+            .await;
+    }
 
     println!(
         "\n## tools/call with OTLP tracing on vs off ({secs} s per row, upstream 0 ms, every span exported)\n"
@@ -679,6 +690,7 @@ async fn tracing_cost(tmp: &Path) {
     let mut sums: std::collections::BTreeMap<(&str, usize, bool), (f64, u32)> = Default::default();
     let mut traced_calls = 0;
     let spans_before = receiver.span_count();
+    let exports_before = receiver.exports();
     for _round in 0..2 {
         for mode in [Mode::Raw, Mode::Session] {
             for clients in [1usize, 32] {
@@ -711,10 +723,21 @@ async fn tracing_cost(tmp: &Path) {
     // Warm-up calls and the last batch (still in the exporter's queue)
     // blur this: it shows whether spans were dropped, not their number.
     println!(
-        "\nspans received: {} for {traced_calls} measured traced calls (about {:.1} per call)",
-        receiver.span_count() - spans_before,
-        (receiver.span_count() - spans_before) as f64 / traced_calls.max(1) as f64
+        "\nreceiver: {}; {} exports for {traced_calls} measured traced calls",
+        if decode {
+            "decoding"
+        } else {
+            "discarding (BENCH_OTLP_DECODE=1 decodes)"
+        },
+        receiver.exports() - exports_before,
     );
+    if decode {
+        println!(
+            "spans received: {} (about {:.1} per call)",
+            receiver.span_count() - spans_before,
+            (receiver.span_count() - spans_before) as f64 / traced_calls.max(1) as f64
+        );
+    }
     println!();
     for mode in [Mode::Raw, Mode::Session] {
         for clients in [1usize, 32] {

@@ -83,6 +83,10 @@ impl ReceivedSpan {
 
 #[derive(Default)]
 struct Store {
+    /// Answers without decoding ([`Receiver::start_discarding`]).
+    discard: bool,
+    /// Export requests received.
+    exports: std::sync::atomic::AtomicUsize,
     spans: Mutex<Vec<ReceivedSpan>>,
     /// Every span ever received, [`Receiver::clear`] or not.
     received: std::sync::atomic::AtomicUsize,
@@ -106,7 +110,27 @@ impl Drop for Receiver {
 impl Receiver {
     /// Starts a receiver on a free loopback port.
     pub async fn start() -> Receiver {
-        let store = Arc::new(Store::default());
+        Self::start_with(Store::default()).await
+    }
+
+    /// A receiver that reads each export and answers it without decoding
+    /// (it keeps no spans; [`Receiver::exports`] counts requests): for a
+    /// benchmark of the exporting side on a machine the receiver shares.
+    pub async fn start_discarding() -> Receiver {
+        Self::start_with(Store {
+            discard: true,
+            ..Store::default()
+        })
+        .await
+    }
+
+    /// Export requests received so far.
+    pub fn exports(&self) -> usize {
+        self.store.exports.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    async fn start_with(store: Store) -> Receiver {
+        let store = Arc::new(store);
         let (tx, changed) = watch::channel(0u64);
         let app = Router::new()
             .route("/v1/traces", post(export))
@@ -215,6 +239,17 @@ async fn export(
         .is_some_and(|v| v.starts_with("application/x-protobuf"));
     if !protobuf {
         return (StatusCode::UNSUPPORTED_MEDIA_TYPE, out, Vec::new());
+    }
+    store
+        .exports
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    if store.discard {
+        tx.send_modify(|n| *n += 1);
+        return (
+            StatusCode::OK,
+            out,
+            ExportTraceServiceResponse::default().encode_to_vec(),
+        );
     }
     let Ok(request) = ExportTraceServiceRequest::decode(body) else {
         return (StatusCode::BAD_REQUEST, out, Vec::new());

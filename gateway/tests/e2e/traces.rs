@@ -228,3 +228,69 @@ async fn json_logs_inside_a_call_carry_its_trace_and_span_ids() {
     assert_eq!(line["span"]["gen_ai.tool.name"], "other__ping", "{line}");
     assert_eq!(line["span"]["http.route"], "/mcp", "{line}");
 }
+
+/// One stateless (2026-07-28) tools/call POST with a `traceparent`
+/// header and, if given, `params._meta.traceparent`.
+async fn raw_call(url: &str, header: &str, meta: Option<&str>) -> Value {
+    let mut meta_obj = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "traces", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    if let Some(m) = meta {
+        meta_obj["traceparent"] = m.into();
+    }
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "pets__get_pet", "arguments": {"id": "7"}, "_meta": meta_obj}
+    });
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "pets__get_pet")
+        .header("traceparent", header)
+        .json(&body)
+        .send()
+        .await
+        .expect("the gateway answers");
+    assert!(resp.status().is_success(), "{resp:?}");
+    resp.json().await.expect("a JSON-RPC response")
+}
+
+#[tokio::test]
+async fn the_traceparent_header_parents_the_http_span() {
+    let t = start("traces-header", None, &[]).await;
+    let header = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let answer = raw_call(&t.served.url, &header, None).await;
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+
+    let server = span(&t.receiver, CLIENT_TRACE, "POST /mcp").await;
+    assert_eq!(server.parent_span_id, CLIENT_SPAN, "{server:?}");
+    let rpc = span(&t.receiver, CLIENT_TRACE, "tools/call pets__get_pet").await;
+    assert!(rpc.is_child_of(&server), "{rpc:?}");
+    assert_eq!(rpc.str("mcp.protocol.version"), Some("2026-07-28"));
+}
+
+#[tokio::test]
+async fn meta_traceparent_wins_over_the_header_for_the_call() {
+    let t = start("traces-both", None, &[]).await;
+    let header = format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01");
+    let meta_trace = "0af7651916cd43dd8448eb211c80319c";
+    let meta_span = "b7ad6b7169203331";
+    let meta = format!("00-{meta_trace}-{meta_span}-01");
+    let answer = raw_call(&t.served.url, &header, Some(&meta)).await;
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+
+    // The HTTP span follows the header; the call follows `_meta`.
+    let server = span(&t.receiver, CLIENT_TRACE, "POST /mcp").await;
+    assert_eq!(server.parent_span_id, CLIENT_SPAN);
+    let rpc = span(&t.receiver, meta_trace, "tools/call pets__get_pet").await;
+    assert_eq!(rpc.parent_span_id, meta_span, "{rpc:?}");
+    let upstream = span(&t.receiver, meta_trace, "GET /pets/{id}").await;
+    assert_eq!(
+        t.up.last().header("traceparent"),
+        Some(format!("00-{meta_trace}-{}-01", upstream.span_id).as_str())
+    );
+}

@@ -20,7 +20,8 @@ struct Cli {
         global = true,
         env = "TOOLGATE_LOG_FORMAT",
         value_enum,
-        default_value_t
+        default_value_t,
+        ignore_case = true
     )]
     log_format: telemetry::LogFormat,
 }

@@ -41,15 +41,9 @@ pub async fn call(
         tracing::error!(tool = name, "input schema does not compile");
         return error_text(format!("cannot call {name}: its input schema is invalid"));
     };
-    let checked = trace::step("validate arguments").in_scope(|| {
-        let r = validate::check(input, &instance);
-        if r.is_err() {
-            record_error(ErrorType::InvalidArguments);
-        }
-        r
-    });
-    if let Err(errors) = checked {
-        record_error(ErrorType::InvalidArguments);
+    let step = trace::step("validate arguments");
+    if let Err(errors) = step.in_scope(|| validate::check(input, &instance)) {
+        trace::step_failed(&step, ErrorType::InvalidArguments);
         tracing::debug!(tool = name, errors = errors.len(), "invalid arguments");
         return error_text(format!(
             "invalid arguments for {name}:\n- {}",
@@ -69,8 +63,7 @@ pub async fn call(
             match out {
                 Ok(out) => step.in_scope(|| request::from_transform(&out, &tool.def.plan, base)),
                 Err(e) => {
-                    step.in_scope(|| record_error(ErrorType::RequestBuild));
-                    record_error(ErrorType::RequestBuild);
+                    trace::step_failed(&step, ErrorType::RequestBuild);
                     return error_text(e.to_string());
                 }
             }

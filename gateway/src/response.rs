@@ -182,6 +182,9 @@ fn traced_check<E>(check: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
     let span = crate::trace::step("validate response");
     let result = span.in_scope(check);
     if result.is_err() {
+        // NB: only the step: a response that does not match fails the
+        // call only under `responseValidation: fail` (the caller records
+        // that).
         span.record(
             "error.type",
             crate::trace::ErrorType::ResponseValidation.as_str(),

@@ -80,6 +80,13 @@ pub fn record_error(kind: ErrorType) {
     Span::current().record("error.type", kind.as_str());
 }
 
+/// Records `kind` as `error.type` of the step `step` and of the current
+/// (JSON-RPC) span.
+pub fn step_failed(step: &Span, kind: ErrorType) {
+    step.record("error.type", kind.as_str());
+    record_error(kind);
+}
+
 /// The server span of one request to an MCP endpoint; `route` is the
 /// matched route (`/mcp/{prefix}`).
 pub fn http_server(req: &http::Request<axum::body::Body>, route: &str) -> Span {

@@ -24,8 +24,9 @@ struct Traced {
     served: Served,
 }
 
-/// `toolgate serve` exporting to a fresh receiver; `other`'s base URL is
-/// `other_base`. Extra `args` go to `serve`.
+/// `toolgate serve` exporting to a fresh receiver; `pets` fails responses
+/// that do not match their schema, `other`'s base URL is `other_base`.
+/// Extra `args` go to `serve`.
 async fn start(name: &str, other_base: Option<&str>, extra: &[&str]) -> Traced {
     let receiver = Receiver::start().await;
     let up = TestUpstream::start().await;
@@ -37,7 +38,7 @@ async fn start(name: &str, other_base: Option<&str>, extra: &[&str]) -> Traced {
     std::fs::write(
         &config,
         format!(
-            "upstreams:\n  pets: {{baseUrl: '{}'}}\n  other: {{baseUrl: '{other}'}}\n",
+            "upstreams:\n  pets: {{baseUrl: '{}', responseValidation: fail}}\n  other: {{baseUrl: '{other}'}}\n",
             up.url
         ),
     )
@@ -293,4 +294,35 @@ async fn meta_traceparent_wins_over_the_header_for_the_call() {
         t.up.last().header("traceparent"),
         Some(format!("00-{meta_trace}-{}-01", upstream.span_id).as_str())
     );
+}
+
+#[tokio::test]
+async fn upstream_errors_and_unkept_responses_have_their_error_types() {
+    let t = start("traces-errors", None, &[]).await;
+    let client = connect(&format!("{}/mcp", t.served.url)).await;
+    for id in ["500", "bad"] {
+        let result = call(&client, "pets__get_pet", json!({ "id": id })).await;
+        assert!(is_error(&result), "{id}: {result:?}");
+    }
+
+    let failed = t
+        .receiver
+        .wait_for("a tools/call span failed by the upstream's status", |s| {
+            s.name == "tools/call pets__get_pet" && s.str("error.type") == Some("upstream_status")
+        })
+        .await;
+    let upstream = span(&t.receiver, &failed.trace_id, "GET /pets/{id}").await;
+    assert_eq!(upstream.int("http.response.status_code"), Some(500));
+    assert_eq!(upstream.str("error.type"), Some("500"));
+
+    let unkept = t
+        .receiver
+        .wait_for("a tools/call span failed by response validation", |s| {
+            s.name == "tools/call pets__get_pet"
+                && s.str("error.type") == Some("response_validation")
+        })
+        .await;
+    let check = span(&t.receiver, &unkept.trace_id, "validate response").await;
+    assert!(check.is_child_of(&unkept), "{check:?}");
+    assert_eq!(check.str("error.type"), Some("response_validation"));
 }

@@ -1,6 +1,7 @@
 //! JSON log lines: tracing-subscriber's shape (`timestamp`, `level`,
 //! `target`, `fields`) plus the fields of every span the event is in
-//! (under `span`, the innermost's value winning) and the trace context
+//! (under `span`, the innermost's value winning, with the innermost span's
+//! exported name as `name`) and the trace context
 //! (`trace_id`, `span_id`) when the event belongs to a sampled or
 //! propagated trace.
 
@@ -39,20 +40,27 @@ where
         line.insert("fields".into(), fields.into());
         if let Some(scope) = ctx.event_scope() {
             let mut span = Map::new();
-            let mut name = "";
+            let mut name = Value::Null;
             for s in scope.from_root() {
-                name = s.name();
+                name = s.name().into();
                 let ext = s.extensions();
                 let Some(f) = ext.get::<FormattedFields<JsonFields>>() else {
                     continue;
                 };
                 if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(&f.fields) {
-                    // `otel.*` fields steer the exporter; they are not
-                    // attributes of the span.
-                    span.extend(m.into_iter().filter(|(k, _)| !k.starts_with("otel.")));
+                    for (k, v) in m {
+                        // `otel.*` fields steer the exporter; they are
+                        // not attributes, but `otel.name` is the name the
+                        // span is exported under.
+                        if k == "otel.name" {
+                            name = v;
+                        } else if !k.starts_with("otel.") {
+                            span.insert(k, v);
+                        }
+                    }
                 }
             }
-            span.insert("name".into(), name.into());
+            span.insert("name".into(), name);
             line.insert("span".into(), span.into());
         }
         // The innermost span's OpenTelemetry context (none when traces

@@ -228,6 +228,7 @@ async fn json_logs_inside_a_call_carry_its_trace_and_span_ids() {
     assert_eq!(line["span"]["mcp.method.name"], "tools/call", "{line}");
     assert_eq!(line["span"]["gen_ai.tool.name"], "other__ping", "{line}");
     assert_eq!(line["span"]["http.route"], "/mcp", "{line}");
+    assert_eq!(line["span"]["name"], "tools/call other__ping", "{line}");
 }
 
 /// One stateless (2026-07-28) tools/call POST with a `traceparent`

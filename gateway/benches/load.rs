@@ -6,6 +6,7 @@
 //! cargo bench -p gateway --bench load -- --load       # throughput/latency only
 //! cargo bench -p gateway --bench load -- --memory     # RSS with the corpus only
 //! cargo bench -p gateway --bench load -- --auth       # JWT auth on vs off only
+//! cargo bench -p gateway --bench load -- --tracing    # OTLP traces on vs off only
 //! ```
 //!
 //! **Load.** A small upstream (axum, `GET /pets/{id}` → a 3-field JSON
@@ -30,6 +31,14 @@
 //! every call, so every call verifies a signature and its claims; the two
 //! are measured in alternating rounds (open, JWT, open, JWT) so drift in
 //! the machine's load hits both alike.
+//!
+//! **Tracing.** As for auth: two gateways side by side, one without
+//! tracing, one exporting every span (the default sampler samples all)
+//! over OTLP/HTTP to a receiver in this process
+//! (`toolgate_tests::otlp`); alternating rounds. The receiver answers
+//! without decoding, so the numbers are the gateway's cost rather than a
+//! collector's sharing its cores (`BENCH_OTLP_DECODE=1` decodes, as the
+//! tests do).
 //!
 //! Env: `BENCH_SECONDS` (default 5) per measurement.
 
@@ -61,6 +70,7 @@ fn main() {
     let only_load = args.iter().any(|a| a == "--load");
     let only_mem = args.iter().any(|a| a == "--memory");
     let only_auth = args.iter().any(|a| a == "--auth");
+    let only_tracing = args.iter().any(|a| a == "--tracing");
     gateway::upstream::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -68,7 +78,7 @@ fn main() {
         .expect("tokio runtime");
     let tmp = std::env::temp_dir().join(format!("toolgate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).expect("temp dir");
-    let all = !only_load && !only_mem && !only_auth;
+    let all = !only_load && !only_mem && !only_auth && !only_tracing;
     if all || only_load {
         rt.block_on(load(&tmp));
     }
@@ -77,6 +87,9 @@ fn main() {
     }
     if all || only_auth {
         rt.block_on(auth(&tmp));
+    }
+    if all || only_tracing {
+        rt.block_on(tracing_cost(&tmp));
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -168,7 +181,17 @@ async fn start_gateway(catalog: &Path, config: Option<&Path>) -> Gateway {
 }
 
 async fn start_gateway_on(port: u16, catalog: &Path, config: Option<&Path>) -> Gateway {
+    start_gateway_with_env(port, catalog, config, &[]).await
+}
+
+async fn start_gateway_with_env(
+    port: u16,
+    catalog: &Path,
+    config: Option<&Path>,
+    env: &[(&str, &str)],
+) -> Gateway {
     let mut cmd = Command::new(TOOLGATE);
+    cmd.envs(env.iter().copied());
     cmd.args([
         "serve",
         "--listen",
@@ -602,6 +625,131 @@ async fn auth(tmp: &Path) {
             let (off, on) = (avg(false), avg(true));
             println!(
                 "{}, {clients:>2} client(s): JWT {on:.0} vs off {off:.0} calls/s: {:+.1}% (goal >= -10%)",
+                mode.label(),
+                (on / off - 1.0) * 100.0
+            );
+        }
+    }
+}
+
+// ------------------------------------------------------------- tracing
+
+async fn tracing_cost(tmp: &Path) {
+    let secs: f64 = std::env::var("BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0);
+    // `BENCH_OTLP_DECODE=1`: the receiver decodes every export, as a
+    // collector would, on the cores the gateway uses.
+    let decode = std::env::var("BENCH_OTLP_DECODE").is_ok_and(|v| v == "1");
+    let receiver = if decode {
+        toolgate_tests::otlp::Receiver::start().await
+    } else {
+        toolgate_tests::otlp::Receiver::start_discarding().await
+    };
+    let up = upstream().await;
+    let base = format!("http://{up}");
+    let spec = serde_json::to_vec(&pets_spec(&base)).expect("spec");
+    let upstream = compile("pets", "pets.json", &spec).expect("pets spec compiles");
+    let file = tmp.join("pets-catalog-tracing.json");
+    let cat = catalog::Catalog::new(vec![upstream]);
+    std::fs::write(&file, serde_json::to_vec(&cat).expect("catalog json")).expect("write");
+    let off = start_gateway(&file, None).await;
+    let endpoint = receiver.endpoint();
+    let on = start_gateway_with_env(
+        free_port(),
+        &file,
+        None,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+    )
+    .await;
+
+    // A broken setup must not be reported as fast: the traced gateway
+    // must export the spans of a call.
+    let c = connect(&on.url, Mode::Stateless).await;
+    let mut p = CallToolRequestParams::new("pets__get_pet");
+    p.arguments = json!({"id": 7}).as_object().cloned();
+    let r = c.call_tool(p).await.expect("tools/call");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let _ = c.cancel().await;
+    if decode {
+        receiver
+            .wait_for("the benchmark's first tools/call", |s| {
+                s.name == "tools/call pets__get_pet"
+            })
+            .await;
+    }
+
+    println!(
+        "\n## tools/call with OTLP tracing on vs off ({secs} s per row, upstream 0 ms, every span exported)\n"
+    );
+    println!(
+        "| path               | clients | tracing | calls  | errors | calls/s  | p50 ms | p99 ms |"
+    );
+    println!(
+        "|--------------------|---------|---------|--------|--------|----------|--------|--------|"
+    );
+    let mut sums: std::collections::BTreeMap<(&str, usize, bool), (f64, u32)> = Default::default();
+    let mut traced_calls = 0;
+    let spans_before = receiver.span_count();
+    let exports_before = receiver.exports();
+    for _round in 0..2 {
+        for mode in [Mode::Raw, Mode::Session] {
+            for clients in [1usize, 32] {
+                for traced in [false, true] {
+                    let gw = if traced { &on.url } else { &off.url };
+                    let s = measure(mode, 0, clients, &base, gw, secs).await;
+                    println!(
+                        "| {:<18} | {:>7} | {:<7} | {:>6} | {:>6} | {:>8.0} | {:>6.3} | {:>6.3} |",
+                        mode.label(),
+                        clients,
+                        if traced { "OTLP" } else { "off" },
+                        s.calls,
+                        s.errors,
+                        s.rate,
+                        ms(s.p50),
+                        ms(s.p99),
+                    );
+                    if traced {
+                        traced_calls += s.calls;
+                    }
+                    // The spans are counted, not kept.
+                    receiver.clear();
+                    let e = sums.entry((mode.label(), clients, traced)).or_default();
+                    e.0 += s.rate;
+                    e.1 += 1;
+                }
+            }
+        }
+    }
+    // Warm-up calls and the last batch (still in the exporter's queue)
+    // blur this: it shows whether spans were dropped, not their number.
+    println!(
+        "\nreceiver: {}; {} exports for {traced_calls} measured traced calls",
+        if decode {
+            "decoding"
+        } else {
+            "discarding (BENCH_OTLP_DECODE=1 decodes)"
+        },
+        receiver.exports() - exports_before,
+    );
+    if decode {
+        println!(
+            "spans received: {} (about {:.1} per call)",
+            receiver.span_count() - spans_before,
+            (receiver.span_count() - spans_before) as f64 / traced_calls.max(1) as f64
+        );
+    }
+    println!();
+    for mode in [Mode::Raw, Mode::Session] {
+        for clients in [1usize, 32] {
+            let avg = |on| {
+                let (sum, n) = sums[&(mode.label(), clients, on)];
+                sum / f64::from(n)
+            };
+            let (off, on) = (avg(false), avg(true));
+            println!(
+                "{}, {clients:>2} client(s): tracing {on:.0} vs off {off:.0} calls/s: {:+.1}% (goal >= -10%)",
                 mode.label(),
                 (on / off - 1.0) * 100.0
             );

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::auth::AuthError;
 use crate::inbound::CallContext;
@@ -16,6 +17,7 @@ use crate::metrics::ErrorType;
 use crate::request;
 use crate::response::{self, error_text};
 use crate::snapshot::ToolEntry;
+use crate::trace;
 use crate::upstream::{StatusClass, UpstreamError, UpstreamResponse};
 use crate::validate;
 
@@ -93,7 +95,9 @@ async fn run(
             format!("cannot call {name}: its input schema is invalid"),
         );
     };
-    if let Err(errors) = validate::check(input, &instance) {
+    let step = trace::step("validate arguments");
+    if let Err(errors) = step.in_scope(|| validate::check(input, &instance)) {
+        trace::step_failed(&step, ErrorType::InvalidArguments);
         tracing::debug!(tool = name, errors = errors.len(), "invalid arguments");
         report.invalid_arguments = true;
         report.error = Some(ErrorType::InvalidArguments);
@@ -111,11 +115,22 @@ async fn run(
     };
     let base = &tool.upstream.base_url;
     let prepared = match &tool.request_jq {
-        Some(p) => match crate::transform::run("request", p, Value::Object(args)).await {
-            Ok(out) => request::from_transform(&out, &tool.def.plan, base),
-            Err(e) => return failed(report, ErrorType::Transform, e.to_string()),
-        },
-        None => request::build(&tool.def.plan, &args, base),
+        Some(p) => {
+            let step = trace::step("transform request");
+            let out = crate::transform::run("request", p, Value::Object(args))
+                .instrument(step.clone())
+                .await;
+            match out {
+                Ok(out) => step.in_scope(|| request::from_transform(&out, &tool.def.plan, base)),
+                Err(e) => {
+                    trace::step_failed(&step, ErrorType::Transform);
+                    return failed(report, ErrorType::Transform, e.to_string());
+                }
+            }
+        }
+        None => {
+            trace::step("build request").in_scope(|| request::build(&tool.def.plan, &args, base))
+        }
     };
     let prepared = match prepared {
         Ok(p) => p,
@@ -131,10 +146,12 @@ async fn run(
         }
     };
     let method = prepared.method.clone();
+    let client = trace::http_client(&method, &tool.def.plan.path, &prepared.url);
     let sent_at = Instant::now();
     let sent = tool
         .upstream
         .send(prepared, tool.def.auth_required, ctx)
+        .instrument(client.clone())
         .await;
     let status = sent.as_ref().ok().map(|r| r.status);
     if reached_upstream(&sent) {
@@ -147,11 +164,19 @@ async fn run(
     let resp = match sent {
         Ok(r) => r,
         Err(e) => {
+            let error = error_type(&e);
+            client.record("error.type", error.as_str());
             tracing::warn!(tool = name, error = %e, "upstream call failed");
-            report.error = Some(error_type(&e));
+            report.error = Some(error);
             return error_text(e.to_string());
         }
     };
+    client.record("http.response.status_code", i64::from(resp.status));
+    if resp.status >= 400 && !client.is_disabled() {
+        // HTTP client conventions: the status code is the error type.
+        client.record("error.type", resp.status.to_string());
+    }
+    drop(client);
     let class = tool.upstream.classify(resp.status);
     tracing::debug!(
         tool = name,

@@ -38,6 +38,7 @@ use rmcp::model::{
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde::Deserialize;
 use tower_service::Service;
+use tracing::Instrument;
 
 use crate::inbound::Caller;
 use crate::server::{with_request_caller, McpService};
@@ -102,6 +103,20 @@ pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {
         Ok(m) => m,
         Err(r) => return r,
     };
+    let mut parts = parts;
+    let span = match &message {
+        JsonRpcMessage::Request(r) => {
+            let subject = parts
+                .extensions
+                .get::<Arc<Caller>>()
+                .map(|c| c.principal.subject.as_str());
+            crate::trace::rpc_request(&r.request, &r.id, &parts.headers, subject)
+        }
+        _ => tracing::Span::none(),
+    };
+    if !span.is_none() {
+        parts.extensions.insert(crate::trace::RpcSpan(span.clone()));
+    }
     let (id, params) = match message {
         JsonRpcMessage::Request(r) => {
             let params = match r.request {
@@ -117,7 +132,9 @@ pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {
         Err(r) => return r,
     };
     let req = Request::from_parts(parts, Body::from(bytes));
-    call(ep, Intake::new(params, slot), req).await
+    call(ep, Intake::new(params, slot), req)
+        .instrument(span)
+        .await
 }
 
 async fn call(ep: &McpEndpoint, intake: Intake, req: Request) -> Response {

@@ -62,6 +62,7 @@ pub mod search;
 pub mod server;
 pub mod session;
 pub mod snapshot;
+pub mod trace;
 pub mod transform;
 pub mod upstream;
 pub mod validate;

@@ -10,6 +10,17 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr: text, or JSON with the span fields and trace
+    /// ids.
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLGATE_LOG_FORMAT",
+        value_enum,
+        default_value_t,
+        ignore_case = true
+    )]
+    log_format: telemetry::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -25,28 +36,23 @@ enum Command {
     Demo(cli::demo::DemoArgs),
 }
 
-/// Structured logs on stderr; `RUST_LOG` filters, `TOOLGATE_LOG_FORMAT=json`
-/// switches to JSON lines.
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("TOOLGATE_LOG_FORMAT").as_deref() == Ok("json") {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
-}
-
 /// Runs an async subcommand on a fresh runtime, with logging and TLS set up.
-fn run_async<F>(command: F) -> anyhow::Result<std::process::ExitCode>
+fn run_async<F>(
+    log_format: telemetry::LogFormat,
+    command: F,
+) -> anyhow::Result<std::process::ExitCode>
 where
     F: std::future::Future<Output = anyhow::Result<()>>,
 {
-    init_tracing();
+    // Before the span exporter builds its HTTP client.
     gateway::upstream::install_crypto_provider();
+    // Declared before the runtime, so dropped after it: the last spans
+    // are exported once every task has ended.
+    let _telemetry = telemetry::init(telemetry::Settings {
+        service_name: "toolgate-gateway",
+        log_format,
+        default_filter: "info",
+    })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -59,8 +65,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Compile(args) => cli::compile::compile(args),
         Command::Lint(args) => cli::compile::lint(args),
-        Command::Serve(args) => run_async(cli::serve::run(*args)),
-        Command::Demo(args) => run_async(cli::demo::run(args)),
+        Command::Serve(args) => run_async(cli.log_format, cli::serve::run(*args)),
+        Command::Demo(args) => run_async(cli.log_format, cli::demo::run(args)),
     };
     match result {
         Ok(code) => code,

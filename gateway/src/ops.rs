@@ -33,6 +33,7 @@ use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use catalog::listing::ListMode;
 
@@ -202,6 +203,9 @@ pub fn app(state: AppState) -> Router {
         .route("/mcp", any(root))
         .route("/mcp/{prefix}", any(scoped))
         .route("/mcp/toolsets/{namespace}/{name}", any(toolset))
+        // Only the MCP routes: probes and metadata reads are no requests
+        // worth a trace.
+        .route_layer(axum::middleware::from_fn(http_server_span))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
@@ -242,6 +246,22 @@ async fn close_when_draining(
             http::HeaderValue::from_static("close"),
         );
     }
+    res
+}
+
+/// The server span of each request to an MCP endpoint
+/// ([`crate::trace::http_server`]).
+async fn http_server_span(req: Request, next: axum::middleware::Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .cloned();
+    let span = crate::trace::http_server(&req, route.as_ref().map_or("", |r| r.as_str()));
+    let res = next.run(req).instrument(span.clone()).await;
+    span.record(
+        "http.response.status_code",
+        i64::from(res.status().as_u16()),
+    );
     res
 }
 

@@ -184,6 +184,22 @@ fn text_result(body: Bytes, permit: BudgetPermit, is_error: bool) -> CallToolRes
     }
 }
 
+/// Runs a check of the response in its `validate response` span.
+fn traced_check<E>(check: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
+    let span = crate::trace::step("validate response");
+    let result = span.in_scope(check);
+    if result.is_err() {
+        // NB: only the step: a response that does not match fails the
+        // call only under `responseValidation: fail` (the caller records
+        // that).
+        span.record(
+            "error.type",
+            crate::metrics::ErrorType::ResponseValidation.as_str(),
+        );
+    }
+    result
+}
+
 /// isError for a success response that cannot keep the promise of the
 /// tool's listed outputSchema.
 fn unkept(tool: &ToolEntry, why: String) -> CallToolResult {
@@ -230,13 +246,13 @@ async fn json_success(
             .response_check(status)
             .filter(|_| mode != ResponseValidation::Off)
         {
-            let result = match check {
+            let result = traced_check(|| match check {
                 ResponseCheck::Schema(v) => validate::check_raw(v, &doc, doc.root()),
                 ResponseCheck::Output(v) => {
                     output_checked = true;
                     validate::check_raw(v, &doc, wrapped(tool, &doc))
                 }
-            };
+            });
             if let Err(errors) = result {
                 report.invalid_response = true;
                 match mode {
@@ -256,7 +272,9 @@ async fn json_success(
         // A status with a schema of its own was checked against that one;
         // the listed outputSchema holds for every status.
         if let Some(out) = promised.filter(|_| !output_checked && tool.response_jq.is_none()) {
-            if let Err(errors) = validate::check_raw(out, &doc, wrapped(tool, &doc)) {
+            if let Err(errors) =
+                traced_check(|| validate::check_raw(out, &doc, wrapped(tool, &doc)))
+            {
                 report.invalid_response = true;
                 return does_not_match("the tool's outputSchema", &errors);
             }

@@ -44,6 +44,7 @@ use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 use catalog::listing::{ListMode, SearchSettings};
 use catalog::toolset::ToolsetName;
@@ -435,6 +436,7 @@ impl McpHandler {
             return Err(crate::error::unknown_tool(name));
         };
         seen.tool = Some(tool.def.name.clone());
+        tracing::Span::current().record("toolgate.upstream", &*tool.prefix);
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlight(&self.shared);
         let result = tokio::select! {
@@ -627,9 +629,14 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
+        let span = crate::trace::rpc_span_of(&context);
         let mut seen = Seen::default();
-        let result = self.call_tool_now(request, context, &mut seen).await;
+        let result = self
+            .call_tool_now(request, context, &mut seen)
+            .instrument(span.clone())
+            .await;
         let (tool, error) = (seen.tool.as_deref(), seen.error);
+        crate::trace::finish_rpc(&span, error, result.as_ref().err());
         self.operation(
             McpMethod::ToolsCall,
             tool,

@@ -311,6 +311,10 @@ impl UpstreamRuntime {
             .ok();
         let mut req = self.to_reqwest(prepared);
         *req.timeout_mut() = Some(deadline.saturating_duration_since(Instant::now()));
+        // The caller's span (the call's client span) becomes the
+        // upstream's parent; after the plan's headers, so no argument
+        // can stand in for it.
+        telemetry::propagation::inject(&tracing::Span::current(), req.headers_mut());
         if let Some(name) = &self.forward_identity {
             // After the plan's and the settings' headers, so neither an
             // argument nor a configured value can stand in for it.

@@ -13,6 +13,17 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     run: RunArgs,
+    /// Log lines on stderr: text, or JSON with the span fields and trace
+    /// ids.
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLGATE_LOG_FORMAT",
+        value_enum,
+        default_value_t,
+        ignore_case = true
+    )]
+    log_format: telemetry::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -112,14 +123,15 @@ fn identity(given: Option<String>) -> String {
         .unwrap_or_else(|| format!("toolgate-operator-{}", std::process::id()))
 }
 
-fn init_tracing() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
+/// Logs and traces ([`telemetry`]); the guard exports the last spans
+/// when dropped at exit.
+fn init_tracing(log_format: telemetry::LogFormat) -> anyhow::Result<telemetry::Guard> {
     operator::install_crypto_provider();
+    telemetry::init(telemetry::Settings {
+        service_name: "toolgate-operator",
+        log_format,
+        default_filter: "info,kube=warn",
+    })
 }
 
 #[tokio::main]
@@ -130,11 +142,11 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", crds::crd_yaml());
             return Ok(());
         }
-        Some(Command::Uninstall(args)) => return uninstall(args).await,
+        Some(Command::Uninstall(args)) => return uninstall(args, cli.log_format).await,
         Some(Command::Run(args)) => args,
         None => cli.run,
     };
-    init_tracing();
+    let _telemetry = init_tracing(cli.log_format)?;
     let client = kube::Client::try_default().await?;
     let options = operator::Options {
         namespace: args.namespace,
@@ -165,8 +177,8 @@ async fn main() -> anyhow::Result<()> {
     operator::run(client, options, shutdown).await
 }
 
-async fn uninstall(args: UninstallArgs) -> anyhow::Result<()> {
-    init_tracing();
+async fn uninstall(args: UninstallArgs, log_format: telemetry::LogFormat) -> anyhow::Result<()> {
+    let _telemetry = init_tracing(log_format)?;
     let client = kube::Client::try_default().await?;
     let options = operator::uninstall::Options {
         namespace: args.namespace,

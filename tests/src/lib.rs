@@ -8,10 +8,12 @@
 //! API calls of the operator's `uninstall` subcommand, which two suites
 //! check. [`idp`] is a test identity provider (OIDC discovery, JWKS, token
 //! exchange, introspection) for the gateway's inbound authentication.
-//! [`prometheus`] scrapes and parses a `/metrics` endpoint.
+//! [`prometheus`] scrapes and parses a `/metrics` endpoint. [`otlp`]
+//! receives the spans a binary exports over OTLP/HTTP.
 
 pub mod apiserver;
 pub mod idp;
+pub mod otlp;
 pub mod prometheus;
 pub mod rbac;
 pub mod tools;

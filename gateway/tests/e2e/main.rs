@@ -61,5 +61,7 @@ mod search;
 mod session_key;
 /// McpToolsets: the operator, `serve --kube` and a client on a toolset.
 mod toolsets;
+/// OpenTelemetry spans and trace context of the real binary; JSON logs.
+mod traces;
 /// jq request, response and error transforms at runtime.
 mod transform;

@@ -224,9 +224,9 @@ pub(crate) fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Served {
         // Not the default 0.0.0.0:9090, which parallel tests share;
         // `--metrics-addr` wins over it.
         .env("TOOLGATE_METRICS_ADDR", "off")
+        .env("RUST_LOG", "info")
         .envs(env.iter().copied())
         .env_remove("POD_NAMESPACE")
-        .env("RUST_LOG", "info")
         .env_remove("TOOLGATE_LOG_FORMAT")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -243,7 +243,8 @@ pub(crate) fn serve_with_env(args: &[&str], env: &[(&str, &str)]) -> Served {
             if !sent {
                 if let Some(i) = line.find("at http://") {
                     let url = line[i + 3..]
-                        .split_whitespace()
+                        // JSON log lines end the message with a quote.
+                        .split(|c: char| c.is_whitespace() || c == '"')
                         .next()
                         .unwrap_or("")
                         .to_string();

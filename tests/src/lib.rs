@@ -8,9 +8,12 @@
 //! API calls of the operator's `uninstall` subcommand, which two suites
 //! check. [`idp`] is a test identity provider (OIDC discovery, JWKS, token
 //! exchange, introspection) for the gateway's inbound authentication.
+//! [`monitoring`] reads the metric names the chart's dashboard and alerts
+//! query and those a `/metrics` scrape offers.
 
 pub mod apiserver;
 pub mod idp;
+pub mod monitoring;
 pub mod rbac;
 pub mod tools;
 pub mod uninstall;

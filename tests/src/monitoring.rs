@@ -91,7 +91,11 @@ pub fn queries(objs: &[Value]) -> Result<Vec<Query>, String> {
 /// and template variables.
 pub fn dashboard_queries(dashboard: &Value, origin: &str) -> Vec<Query> {
     let mut out = Vec::new();
-    let mut panels: Vec<&Value> = dashboard["panels"].as_array().into_iter().flatten().collect();
+    let mut panels: Vec<&Value> = dashboard["panels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .collect();
     while let Some(p) = panels.pop() {
         panels.extend(p["panels"].as_array().into_iter().flatten());
         for t in p["targets"].as_array().into_iter().flatten() {
@@ -159,8 +163,7 @@ impl Exposition {
     /// Adds what one scrape offers; its samples are parsed with
     /// prometheus-parse, which fails on malformed lines.
     pub fn add(&mut self, text: &str) -> std::io::Result<()> {
-        let scrape =
-            prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))?;
+        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))?;
         for s in scrape.samples {
             if let prometheus_parse::Value::Histogram(_) = s.value {
                 self.histograms.insert(s.metric.clone());

@@ -82,7 +82,9 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
     let objs = monitoring::render_chart(&python, &values, SYSTEM).unwrap_or_else(|e| panic!("{e}"));
     let queries = monitoring::queries(&objs).unwrap_or_else(|e| panic!("{e}"));
     assert!(
-        queries.iter().any(|q| q.origin.starts_with("PrometheusRule"))
+        queries
+            .iter()
+            .any(|q| q.origin.starts_with("PrometheusRule"))
             && queries.iter().any(|q| q.origin.starts_with("dashboard")),
         "{queries:?}"
     );

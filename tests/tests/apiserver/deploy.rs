@@ -848,7 +848,11 @@ fn check_metrics_services(objs: &[Value], ns: &str, gw_args: &[String]) {
         assert_eq!(svc["spec"]["clusterIP"], "None", "{}: headless", name(svc));
         let labels = &d["spec"]["template"]["metadata"]["labels"];
         assert!(selects(&svc["spec"]["selector"], labels), "{}", name(svc));
-        let other = if component == "gateway" { "operator" } else { "gateway" };
+        let other = if component == "gateway" {
+            "operator"
+        } else {
+            "gateway"
+        };
         assert!(!selects(
             &svc["spec"]["selector"],
             &deployment(objs, other)["spec"]["template"]["metadata"]["labels"]
@@ -864,8 +868,15 @@ fn check_metrics_services(objs: &[Value], ns: &str, gw_args: &[String]) {
             .find(|p| p["name"] == ports[0]["targetPort"])
             .unwrap_or_else(|| panic!("{}: targetPort names a container port", name(svc)));
         let (host, port) = addr.rsplit_once(':').expect("host:port");
-        assert_eq!(host, listen_host, "{component} listens where the gateway does");
-        assert_eq!(target["containerPort"].to_string(), port, "{component}: {addr}");
+        assert_eq!(
+            host, listen_host,
+            "{component} listens where the gateway does"
+        );
+        assert_eq!(
+            target["containerPort"].to_string(),
+            port,
+            "{component}: {addr}"
+        );
         assert_eq!(ports[0]["port"].to_string(), port);
     }
     // The MCP routes never reach /metrics.
@@ -1348,7 +1359,13 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
     let by_port = |port: &str| -> Vec<&Value> {
         rules
             .iter()
-            .filter(|r| r["ports"].as_array().unwrap().iter().any(|p| p["port"] == port))
+            .filter(|r| {
+                r["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["port"] == port)
+            })
             .collect()
     };
     let [scrape] = by_port("metrics")[..] else {
@@ -1735,7 +1752,10 @@ fn the_charts_otel_values_reach_both_binaries_only_with_an_endpoint() {
         // $(VAR) expands only to variables defined before it.
         let at = |n: &str| env.iter().position(|e| e.starts_with(&format!("{n}=")));
         assert!(at("POD_NAME") < at("OTEL_RESOURCE_ATTRIBUTES"), "{env:?}");
-        assert!(at("POD_NAMESPACE") < at("OTEL_RESOURCE_ATTRIBUTES"), "{env:?}");
+        assert!(
+            at("POD_NAMESPACE") < at("OTEL_RESOURCE_ATTRIBUTES"),
+            "{env:?}"
+        );
         let headers = c["env"]
             .as_array()
             .unwrap()
@@ -1769,10 +1789,10 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
     };
     let default = yaml_docs(&render_chart(&python, &json!({})));
     assert!(
-        !default
-            .iter()
-            .any(|o| MONITORING_KINDS.contains(&o["kind"].as_str().unwrap_or_default())
-                || is_dashboard(o)),
+        !default.iter().any(
+            |o| MONITORING_KINDS.contains(&o["kind"].as_str().unwrap_or_default())
+                || is_dashboard(o)
+        ),
         "monitoring objects are off by default"
     );
     assert!(toolgate_tests::monitoring::queries(&default)
@@ -1805,14 +1825,24 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
         .collect();
     assert_eq!(monitors.len(), 2, "one per component");
     for component in ["gateway", "operator"] {
-        let sm = find(&objs, "ServiceMonitor", Some(NS), &format!("toolgate-{component}"))
-            .unwrap_or_else(|| panic!("the {component}'s ServiceMonitor"));
+        let sm = find(
+            &objs,
+            "ServiceMonitor",
+            Some(NS),
+            &format!("toolgate-{component}"),
+        )
+        .unwrap_or_else(|| panic!("the {component}'s ServiceMonitor"));
         assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
         assert_eq!(sm["metadata"]["labels"]["release"], "kube-prometheus-stack");
         assert_eq!(sm["spec"]["namespaceSelector"]["matchNames"], json!([NS]));
         let selected: Vec<&str> = services
             .iter()
-            .filter(|s| selects(&sm["spec"]["selector"]["matchLabels"], &s["metadata"]["labels"]))
+            .filter(|s| {
+                selects(
+                    &sm["spec"]["selector"]["matchLabels"],
+                    &s["metadata"]["labels"],
+                )
+            })
             .map(|s| name(s))
             .collect();
         assert_eq!(selected, [format!("toolgate-{component}-metrics")]);
@@ -1835,7 +1865,10 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
         panic!("one PrometheusRule, got {}", rules.len())
     };
     assert_eq!(namespace(rule), Some(NS));
-    assert_eq!(rule["metadata"]["labels"]["release"], "kube-prometheus-stack");
+    assert_eq!(
+        rule["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
     let alerts: Vec<&Value> = rule["spec"]["groups"]
         .as_array()
         .unwrap()
@@ -1870,7 +1903,9 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
             "{n}: a `for`"
         );
         assert!(
-            a["labels"]["severity"].as_str().is_some_and(|s| !s.is_empty()),
+            a["labels"]["severity"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
             "{n}: a severity"
         );
         for k in ["summary", "description", "runbook_url"] {
@@ -1903,7 +1938,8 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
         assert!(!jobs.is_empty(), "{n}: selects by job: {expr}");
         for job in jobs {
             assert!(
-                find(&objs, "Service", Some(NS), job).is_some_and(|s| s["spec"]["ports"][0]["name"] == "metrics"),
+                find(&objs, "Service", Some(NS), job)
+                    .is_some_and(|s| s["spec"]["ports"][0]["name"] == "metrics"),
                 "{n}: job {job} is not a metrics Service"
             );
         }
@@ -1916,8 +1952,14 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
             .ends_with("> 0.2"),
         "the threshold value"
     );
-    assert_eq!(alert("ToolgateUpstreamErrorRatio")["labels"]["severity"], "warning");
-    assert_eq!(alert("ToolgateOperatorNoLeader")["labels"]["severity"], "critical");
+    assert_eq!(
+        alert("ToolgateUpstreamErrorRatio")["labels"]["severity"],
+        "warning"
+    );
+    assert_eq!(
+        alert("ToolgateOperatorNoLeader")["labels"]["severity"],
+        "critical"
+    );
     let not_ready = alert("ToolgateUpstreamNotReady");
     assert_eq!(not_ready["for"], "10m");
     assert!(
@@ -1930,7 +1972,10 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
     // The reason of a Ready upstream, as the operator writes it.
     assert_eq!(catalog::Reason::Published.as_str(), "Published");
     let no_leader = alert("ToolgateOperatorNoLeader")["expr"].as_str().unwrap();
-    assert!(no_leader.contains("absent(toolgate_operator_leader{"), "{no_leader}");
+    assert!(
+        no_leader.contains("absent(toolgate_operator_leader{"),
+        "{no_leader}"
+    );
 
     // Custom selectors, for series scraped otherwise.
     let custom = yaml_docs(&render_chart(
@@ -1943,8 +1988,14 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
         .find(|o| o["kind"] == "PrometheusRule")
         .unwrap()
         .to_string();
-    assert!(custom_rule.contains(r#"toolgate_catalog_reloads_total{job=\"gw\",result=\"failure\"}"#), "{custom_rule}");
-    assert!(custom_rule.contains(r#"absent(toolgate_operator_leader{job=\"op\"})"#), "{custom_rule}");
+    assert!(
+        custom_rule.contains(r#"toolgate_catalog_reloads_total{job=\"gw\",result=\"failure\"}"#),
+        "{custom_rule}"
+    );
+    assert!(
+        custom_rule.contains(r#"absent(toolgate_operator_leader{job=\"op\"})"#),
+        "{custom_rule}"
+    );
 
     // The dashboard.
     let dashboards: Vec<&Value> = objs.iter().filter(|o| is_dashboard(o)).collect();
@@ -1962,16 +2013,22 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
     );
     let dashboard: Value = serde_json::from_str(text).expect("the dashboard is JSON");
     assert!(dashboard["uid"].as_str().is_some_and(|u| !u.is_empty()));
-    let vars = dashboard["templating"]["list"].as_array().expect("variables");
+    let vars = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables");
     assert!(
-        vars.iter()
-            .any(|v| v["name"] == "datasource" && v["type"] == "datasource" && v["query"] == "prometheus"),
+        vars.iter().any(|v| v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"),
         "a Prometheus datasource variable"
     );
     let mut panels: Vec<&Value> = Vec::new();
     let mut ids = BTreeSet::new();
     for p in dashboard["panels"].as_array().expect("panels") {
-        assert!(ids.insert(p["id"].as_u64().expect("an id")), "panel ids are unique");
+        assert!(
+            ids.insert(p["id"].as_u64().expect("an id")),
+            "panel ids are unique"
+        );
         for k in ["x", "y", "w", "h"] {
             assert!(p["gridPos"][k].is_u64(), "{}: gridPos.{k}", p["title"]);
         }
@@ -1988,15 +2045,24 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
         for t in targets {
             assert_eq!(t["datasource"]["uid"], "${datasource}", "{title}");
             let expr = t["expr"].as_str().unwrap_or_default();
-            assert!(!toolgate_tests::monitoring::metric_names(expr).is_empty(), "{title}: {expr}");
-            assert!(expr.contains(r#"namespace=~"$namespace""#), "{title}: {expr}");
+            assert!(
+                !toolgate_tests::monitoring::metric_names(expr).is_empty(),
+                "{title}: {expr}"
+            );
+            assert!(
+                expr.contains(r#"namespace=~"$namespace""#),
+                "{title}: {expr}"
+            );
         }
     }
     let queries = toolgate_tests::monitoring::queries(&objs).unwrap();
     assert_eq!(
         queries.len(),
         alerts.len()
-            + panels.iter().map(|p| p["targets"].as_array().unwrap().len()).sum::<usize>()
+            + panels
+                .iter()
+                .map(|p| p["targets"].as_array().unwrap().len())
+                .sum::<usize>()
             + 1,
         "every rule, target and the namespace variable"
     );
@@ -2055,7 +2121,8 @@ fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
             .collect();
         let file = dir.path().join("monitoring.json");
         std::fs::write(&file, serde_json::to_vec(&monitoring).unwrap()).unwrap();
-        let out = run(Command::new(&node).arg(&validate).arg(&file)).unwrap_or_else(|e| panic!("{e}"));
+        let out =
+            run(Command::new(&node).arg(&validate).arg(&file)).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(out.matches(": valid").count(), 3, "{out}");
 
         let mut promql: Vec<Value> = queries

@@ -23,12 +23,17 @@ import sys
 import helm_python as helm
 
 BASE_FILES = {
-    "operator.yaml": ["operator-rbac.yaml", "operator-deployment.yaml"],
+    "operator.yaml": [
+        "operator-rbac.yaml",
+        "operator-deployment.yaml",
+        "operator-service.yaml",
+    ],
     "gateway.yaml": [
         "gateway-rbac.yaml",
         "gateway-config.yaml",
         "gateway-deployment.yaml",
         "gateway-service.yaml",
+        "gateway-metrics-service.yaml",
         "gateway-pdb.yaml",
     ],
 }

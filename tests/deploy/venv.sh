@@ -7,7 +7,10 @@
 #     rendered object;
 #   - beside the venv, in gateway-api/: @kubernetes-models/gateway-api (npm,
 #     version pinned in tests/deploy/gateway-api), the Gateway API CRDs'
-#     schemas, to validate the chart's HTTPRoute (needs Node.js and npm).
+#     schemas, to validate the chart's HTTPRoute (needs Node.js and npm);
+#     @kubernetes-models/prometheus-operator, for its ServiceMonitors and
+#     PrometheusRule; @prometheus-io/lezer-promql, Prometheus's PromQL
+#     grammar, to parse its alerts' and dashboard's queries.
 # The first two come from PyPI. Without them those tests print a note and skip, or
 # fail under CI=true (.ci/run sets it).
 #
@@ -43,5 +46,5 @@ if ! cmp -s tests/deploy/gateway-api/package-lock.json "$gateway_api/package-loc
   (cd "$gateway_api" && npm ci --no-audit --no-fund --loglevel=error) >&2
 fi
 # Always the repository's copy: the script may change without the lock.
-cp tests/deploy/gateway-api/validate.mjs "$gateway_api/"
+cp tests/deploy/gateway-api/validate.mjs tests/deploy/gateway-api/promql.mjs "$gateway_api/"
 echo "$DEPLOY_VENV/bin/python"

@@ -9,10 +9,13 @@
 //! check. [`idp`] is a test identity provider (OIDC discovery, JWKS, token
 //! exchange, introspection) for the gateway's inbound authentication.
 //! [`prometheus`] scrapes and parses a `/metrics` endpoint. [`otlp`]
-//! receives the spans a binary exports over OTLP/HTTP.
+//! receives the spans a binary exports over OTLP/HTTP. [`monitoring`] reads
+//! the metric names the chart's dashboard and alerts query and those a
+//! `/metrics` scrape offers.
 
 pub mod apiserver;
 pub mod idp;
+pub mod monitoring;
 pub mod otlp;
 pub mod prometheus;
 pub mod rbac;

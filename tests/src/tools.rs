@@ -60,8 +60,9 @@ pub fn deploy_python() -> Option<PathBuf> {
     )
 }
 
-/// Node.js and the Gateway API schema check that `tests/deploy/venv.sh`
-/// installs beside the deploy Python (`<venv>/gateway-api/validate.mjs`):
+/// Node.js and the schema checks that `tests/deploy/venv.sh` installs
+/// beside the deploy Python (`<venv>/gateway-api/validate.mjs`: Gateway API
+/// and Prometheus Operator objects; `promql.mjs` beside it parses PromQL):
 /// `(node, validate.mjs)`.
 pub fn gateway_api_validator() -> Option<(PathBuf, PathBuf)> {
     let script = std::env::var_os("TOOLGATE_DEPLOY_PYTHON")
@@ -74,7 +75,8 @@ pub fn gateway_api_validator() -> Option<(PathBuf, PathBuf)> {
         found.map(|(script, node)| (node, script)),
         "node and the Gateway API schemas (<deploy venv>/gateway-api/validate.mjs)",
         "install Node.js 20+ and export TOOLGATE_DEPLOY_PYTHON=$(tests/deploy/venv.sh), \
-         which also installs @kubernetes-models/gateway-api from npm",
+         which also installs @kubernetes-models/gateway-api, \
+         @kubernetes-models/prometheus-operator and @prometheus-io/lezer-promql from npm",
     )
 }
 

@@ -162,3 +162,53 @@ from the defaults, so a default install renders no section. */}}
 {{- with $l.descriptions }}{{ $_ := set $cfg "descriptions" . }}{{ end -}}
 {{- if $cfg }}{{ toYaml (dict "listing" $cfg) }}{{ end -}}
 {{- end -}}
+
+{{/* Environment of one component's logs and traces (dict "root" .
+"component" "gateway"|"operator"): TOOLGATE_LOG_FORMAT, and the standard
+OTEL_* variables only when otel.endpoint is set. Goes after POD_NAME and
+POD_NAMESPACE, which the resource attributes refer to. */}}
+{{- define "toolgate.telemetryEnv" -}}
+{{- $o := .root.Values.otel -}}
+- name: TOOLGATE_LOG_FORMAT
+  value: {{ .root.Values.logFormat | quote }}
+{{- if $o.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $o.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $o.protocol | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "toolgate-%s" .component | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $o.sampler | quote }}
+{{- with $o.samplerArg }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ . | quote }}
+{{- end }}
+{{- $attrs := list "k8s.namespace.name=$(POD_NAMESPACE)" "k8s.pod.name=$(POD_NAME)" }}
+{{- range $k, $v := $o.resourceAttributes }}
+{{- $attrs = append $attrs (printf "%s=%s" $k $v) }}
+{{- end }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ join "," $attrs | quote }}
+{{- with $o.headersSecret.name }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $o.headersSecret.key }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Label matchers of one component's series in the PrometheusRule (dict
+"root" . "component" "gateway"|"operator"): the value, else the job the
+chart's ServiceMonitor gives them (the metrics Service's name) and the
+release namespace. */}}
+{{- define "toolgate.metrics.selector" -}}
+{{- $custom := get .root.Values.metrics.prometheusRule (printf "%sSelector" .component) -}}
+{{- if $custom -}}
+{{- $custom -}}
+{{- else -}}
+{{- printf "job=%q,namespace=%q" (printf "%s-%s-metrics" (include "toolgate.fullname" .root) .component) .root.Release.Namespace -}}
+{{- end -}}
+{{- end -}}

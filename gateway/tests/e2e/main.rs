@@ -16,6 +16,8 @@ mod auth;
 mod call;
 /// The spec corpus, compiled and served.
 mod corpus;
+/// The chart's dashboard and alerts query only metrics the binaries export.
+mod dashboard;
 /// `toolgate demo`: the example pet store, end to end.
 mod demo;
 /// `/mcp/{prefix}` scoping and the HTTP edge.

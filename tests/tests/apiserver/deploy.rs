@@ -284,6 +284,7 @@ const GATEWAY_SERVE_FLAGS: &[&str] = &[
     "--page-size",
     "--page-bytes",
     "--config",
+    "--metrics-addr",
 ];
 
 const OPERATOR_RUN_FLAGS: &[&str] = &[
@@ -773,10 +774,7 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
         json!({"secretName": "toolgate-credentials", "optional": true})
     );
 
-    let svc = objs
-        .iter()
-        .find(|o| o["kind"] == "Service" && namespace(o) == Some(ns))
-        .expect("the gateway Service");
+    let svc = find(objs, "Service", Some(ns), name(gw)).expect("the gateway Service");
     let pod_labels = &gw["spec"]["template"]["metadata"]["labels"];
     assert!(
         selects(&svc["spec"]["selector"], pod_labels),
@@ -805,6 +803,7 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
             "--allowed-host {h} missing: {hosts:?}"
         );
     }
+    check_metrics_services(objs, ns, &args);
     for pdb in objs.iter().filter(|o| o["kind"] == "PodDisruptionBudget") {
         assert!(selects(&pdb["spec"]["selector"]["matchLabels"], pod_labels));
     }
@@ -819,6 +818,79 @@ fn check_install(objs: &[Value], ns: &str, watch: Option<&str>) {
                 assert_eq!(p["backend"]["service"]["port"]["name"], port["name"]);
             }
         }
+    }
+}
+
+/// The metrics Services: each component's `/metrics` behind a headless
+/// Service of its own, port `metrics`, selecting that component's pods
+/// only, on the port the binary listens on (the gateway's `--metrics-addr`
+/// beside its `--listen` host; the operator's `--health-addr`). `gw_args`:
+/// the gateway's arguments.
+fn check_metrics_services(objs: &[Value], ns: &str, gw_args: &[String]) {
+    let listen_host = flag_values(gw_args, "--listen")[0]
+        .rsplit_once(':')
+        .map(|(h, _)| h.to_string())
+        .expect("--listen host:port");
+    let op = deployment(objs, "operator");
+    let op_args = strs(&op["spec"]["template"]["spec"]["containers"][0]["args"]);
+    let health = op_args
+        .iter()
+        .find_map(|a| a.strip_prefix("--health-addr="))
+        .expect("--health-addr");
+    let metrics_addr = flag_values(gw_args, "--metrics-addr");
+    let [metrics_addr] = metrics_addr[..] else {
+        panic!("one --metrics-addr: {gw_args:?}")
+    };
+    for (component, addr) in [("gateway", metrics_addr), ("operator", health)] {
+        let d = deployment(objs, component);
+        let svc = find(objs, "Service", Some(ns), &format!("{}-metrics", name(d)))
+            .unwrap_or_else(|| panic!("the {component}'s metrics Service"));
+        assert_eq!(svc["spec"]["clusterIP"], "None", "{}: headless", name(svc));
+        let labels = &d["spec"]["template"]["metadata"]["labels"];
+        assert!(selects(&svc["spec"]["selector"], labels), "{}", name(svc));
+        let other = if component == "gateway" {
+            "operator"
+        } else {
+            "gateway"
+        };
+        assert!(!selects(
+            &svc["spec"]["selector"],
+            &deployment(objs, other)["spec"]["template"]["metadata"]["labels"]
+        ));
+        let ports = svc["spec"]["ports"].as_array().expect("ports");
+        assert_eq!(ports.len(), 1, "{}: /metrics only", name(svc));
+        assert_eq!(ports[0]["name"], "metrics");
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        let target = c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == ports[0]["targetPort"])
+            .unwrap_or_else(|| panic!("{}: targetPort names a container port", name(svc)));
+        let (host, port) = addr.rsplit_once(':').expect("host:port");
+        assert_eq!(
+            host, listen_host,
+            "{component} listens where the gateway does"
+        );
+        assert_eq!(
+            target["containerPort"].to_string(),
+            port,
+            "{component}: {addr}"
+        );
+        assert_eq!(ports[0]["port"].to_string(), port);
+    }
+    // The MCP routes never reach /metrics.
+    let metrics_svc = format!("{}-metrics", name(deployment(objs, "gateway")));
+    for o in objs
+        .iter()
+        .filter(|o| o["kind"] == "Ingress" || o["kind"] == "HTTPRoute")
+    {
+        assert!(
+            !o.to_string().contains(&format!("\"{metrics_svc}\"")),
+            "{} {} routes to {metrics_svc}",
+            o["kind"],
+            name(o)
+        );
     }
 }
 
@@ -1280,6 +1352,35 @@ async fn the_chart_renders_with_helm_for_each_option_and_the_default_applies() {
             .any(|e| e["name"] == "TOOLGATE_SESSION_KEY_GRACE_SECONDS" && e["value"] == "0"),
         "sessionKey.graceSeconds"
     );
+    // Scrapes reach the metrics port from the monitoring namespace only;
+    // the MCP port's peers do not reach it.
+    let np = find(&objs, "NetworkPolicy", Some(NS), "toolgate-gateway").expect("NetworkPolicy");
+    let rules = np["spec"]["ingress"].as_array().expect("ingress rules");
+    let by_port = |port: &str| -> Vec<&Value> {
+        rules
+            .iter()
+            .filter(|r| {
+                r["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p["port"] == port)
+            })
+            .collect()
+    };
+    let [scrape] = by_port("metrics")[..] else {
+        panic!("one rule for the metrics port: {rules:?}")
+    };
+    assert_eq!(scrape["ports"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        scrape["from"],
+        json!([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                "podSelector": {}}])
+    );
+    let [mcp] = by_port("http")[..] else {
+        panic!("one rule for the MCP port: {rules:?}")
+    };
+    assert_eq!(mcp["ports"].as_array().map(Vec::len), Some(1));
     let hpa = objs
         .iter()
         .find(|o| o["kind"] == "HorizontalPodAutoscaler")
@@ -1361,10 +1462,7 @@ fn the_charts_httproute_validates_against_the_gateway_api_schema() {
     let [route] = routes[..] else {
         panic!("one HTTPRoute, got {}", routes.len())
     };
-    let svc = objs
-        .iter()
-        .find(|o| o["kind"] == "Service")
-        .expect("the gateway Service");
+    let svc = find(&objs, "Service", Some(NS), "toolgate-gateway").expect("the gateway Service");
     let rule = &route["spec"]["rules"][0];
     assert_eq!(rule["backendRefs"][0]["name"], svc["metadata"]["name"]);
     assert_eq!(
@@ -1584,4 +1682,474 @@ fn pod_annotation(objs: &[Value], key: &str) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
+}
+
+fn container<'a>(objs: &'a [Value], component: &str) -> &'a Value {
+    &deployment(objs, component)["spec"]["template"]["spec"]["containers"][0]
+}
+
+/// `name=value` of each plain env var of `c` (valueFrom ones as
+/// `name=<from>`).
+fn env_of(c: &Value) -> Vec<String> {
+    c["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| match e["value"].as_str() {
+            Some(v) => format!("{}={v}", e["name"].as_str().unwrap_or_default()),
+            None => format!("{}=<from>", e["name"].as_str().unwrap_or_default()),
+        })
+        .collect()
+}
+
+const MONITORING_KINDS: [&str; 2] = ["ServiceMonitor", "PrometheusRule"];
+
+fn is_dashboard(o: &Value) -> bool {
+    o["kind"] == "ConfigMap" && o["data"]["toolgate.json"].is_string()
+}
+
+/// Logs and traces: JSON logs by default, the OTel variables only with an
+/// endpoint, each component under its own service name.
+#[test]
+fn the_charts_otel_values_reach_both_binaries_only_with_an_endpoint() {
+    let Some(python) = tools::deploy_python() else {
+        return;
+    };
+    let default = yaml_docs(&render_chart(&python, &json!({})));
+    for component in ["gateway", "operator"] {
+        let env = env_of(container(&default, component));
+        assert!(env.contains(&"TOOLGATE_LOG_FORMAT=json".into()), "{env:?}");
+        assert!(
+            !env.iter().any(|e| e.starts_with("OTEL_")),
+            "no endpoint, no OTel: {env:?}"
+        );
+    }
+    let text = yaml_docs(&render_chart(&python, &json!({"logFormat": "text"})));
+    assert!(env_of(container(&text, "operator")).contains(&"TOOLGATE_LOG_FORMAT=text".into()));
+
+    let values = json!({"otel": {
+        "endpoint": "http://otel-collector.observability:4318",
+        "sampler": "parentbased_traceidratio", "samplerArg": "0.25",
+        "resourceAttributes": {"deployment.environment": "prod"},
+        "headersSecret": {"name": "otlp-auth", "key": "headers"},
+    }});
+    let objs = yaml_docs(&render_chart(&python, &values));
+    check_install(&objs, NS, None);
+    for component in ["gateway", "operator"] {
+        let c = container(&objs, component);
+        let env = env_of(c);
+        for want in [
+            "OTEL_EXPORTER_OTLP_ENDPOINT=http://otel-collector.observability:4318".to_string(),
+            "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf".to_string(),
+            format!("OTEL_SERVICE_NAME=toolgate-{component}"),
+            "OTEL_TRACES_SAMPLER=parentbased_traceidratio".to_string(),
+            "OTEL_TRACES_SAMPLER_ARG=0.25".to_string(),
+            "OTEL_RESOURCE_ATTRIBUTES=k8s.namespace.name=$(POD_NAMESPACE),k8s.pod.name=$(POD_NAME),deployment.environment=prod".to_string(),
+            "OTEL_EXPORTER_OTLP_HEADERS=<from>".to_string(),
+        ] {
+            assert!(env.contains(&want), "{component}: {want} in {env:?}");
+        }
+        // $(VAR) expands only to variables defined before it.
+        let at = |n: &str| env.iter().position(|e| e.starts_with(&format!("{n}=")));
+        assert!(at("POD_NAME") < at("OTEL_RESOURCE_ATTRIBUTES"), "{env:?}");
+        assert!(
+            at("POD_NAMESPACE") < at("OTEL_RESOURCE_ATTRIBUTES"),
+            "{env:?}"
+        );
+        let headers = c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "OTEL_EXPORTER_OTLP_HEADERS")
+            .unwrap();
+        assert_eq!(
+            headers["valueFrom"],
+            json!({"secretKeyRef": {"name": "otlp-auth", "key": "headers"}})
+        );
+    }
+    for bad in [
+        json!({"otel": {"endpoint": "otel-collector:4318"}}),
+        json!({"otel": {"sampler": "sometimes"}}),
+        json!({"otel": {"samplerArg": "2"}}),
+        json!({"logFormat": "xml"}),
+    ] {
+        render_chart_refused(&python, &bad);
+    }
+}
+
+/// `metrics.*`: nothing of Prometheus Operator or Grafana by default (the
+/// install applies where their CRDs are absent); enabled, a ServiceMonitor
+/// per component on its metrics Service, a PrometheusRule whose alerts
+/// carry their thresholds, severities and annotations, and the dashboard
+/// ConfigMap with the dashboard's JSON, labelled for Grafana's sidecar.
+#[test]
+fn the_charts_monitoring_objects_render_when_enabled_and_are_well_formed() {
+    let Some(python) = tools::deploy_python() else {
+        return;
+    };
+    let default = yaml_docs(&render_chart(&python, &json!({})));
+    assert!(
+        !default.iter().any(
+            |o| MONITORING_KINDS.contains(&o["kind"].as_str().unwrap_or_default())
+                || is_dashboard(o)
+        ),
+        "monitoring objects are off by default"
+    );
+    assert!(toolgate_tests::monitoring::queries(&default)
+        .unwrap()
+        .is_empty());
+
+    let values = json!({"metrics": {
+        "serviceMonitor": {"enabled": true, "labels": {"release": "kube-prometheus-stack"},
+                           "interval": "15s", "scrapeTimeout": "5s",
+                           "relabelings": [{"action": "replace", "targetLabel": "cluster", "replacement": "east"}]},
+        "prometheusRule": {"enabled": true, "labels": {"release": "kube-prometheus-stack"},
+                           "alerts": {"upstreamErrorRatio": {"threshold": 0.2},
+                                      "requestValidationFailures": {"enabled": false}}},
+        "dashboard": {"enabled": true, "namespace": "grafana",
+                      "labels": {"grafana_dashboard": "toolgate"},
+                      "annotations": {"grafana_folder": "MCP"}},
+    }});
+    let objs = yaml_docs(&render_chart(&python, &values));
+    check_install(&objs, NS, None);
+
+    // ServiceMonitors: each selects exactly its component's metrics
+    // Service, on a port that Service has.
+    let services: Vec<&Value> = objs
+        .iter()
+        .filter(|o| o["kind"] == "Service" && namespace(o) == Some(NS))
+        .collect();
+    let monitors: Vec<&Value> = objs
+        .iter()
+        .filter(|o| o["kind"] == "ServiceMonitor")
+        .collect();
+    assert_eq!(monitors.len(), 2, "one per component");
+    for component in ["gateway", "operator"] {
+        let sm = find(
+            &objs,
+            "ServiceMonitor",
+            Some(NS),
+            &format!("toolgate-{component}"),
+        )
+        .unwrap_or_else(|| panic!("the {component}'s ServiceMonitor"));
+        assert_eq!(sm["apiVersion"], "monitoring.coreos.com/v1");
+        assert_eq!(sm["metadata"]["labels"]["release"], "kube-prometheus-stack");
+        assert_eq!(sm["spec"]["namespaceSelector"]["matchNames"], json!([NS]));
+        let selected: Vec<&str> = services
+            .iter()
+            .filter(|s| {
+                selects(
+                    &sm["spec"]["selector"]["matchLabels"],
+                    &s["metadata"]["labels"],
+                )
+            })
+            .map(|s| name(s))
+            .collect();
+        assert_eq!(selected, [format!("toolgate-{component}-metrics")]);
+        let endpoints = sm["spec"]["endpoints"].as_array().unwrap();
+        assert_eq!(endpoints.len(), 1);
+        let e = &endpoints[0];
+        assert_eq!(e["port"], "metrics");
+        assert_eq!(e["path"], "/metrics");
+        assert_eq!(e["interval"], "15s");
+        assert_eq!(e["scrapeTimeout"], "5s");
+        assert_eq!(e["relabelings"][0]["targetLabel"], "cluster");
+    }
+
+    // The PrometheusRule.
+    let rules: Vec<&Value> = objs
+        .iter()
+        .filter(|o| o["kind"] == "PrometheusRule")
+        .collect();
+    let [rule] = rules[..] else {
+        panic!("one PrometheusRule, got {}", rules.len())
+    };
+    assert_eq!(namespace(rule), Some(NS));
+    assert_eq!(
+        rule["metadata"]["labels"]["release"],
+        "kube-prometheus-stack"
+    );
+    let alerts: Vec<&Value> = rule["spec"]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .collect();
+    let alert = |n: &str| -> &Value {
+        alerts
+            .iter()
+            .find(|a| a["alert"] == n)
+            .unwrap_or_else(|| panic!("alert {n}"))
+    };
+    let names: BTreeSet<&str> = alerts.iter().filter_map(|a| a["alert"].as_str()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "ToolgateUpstreamErrorRatio",
+            "ToolgateResponseValidationFailures",
+            "ToolgateCatalogReloadFailures",
+            "ToolgateOperatorNoLeader",
+            "ToolgateUpstreamNotReady",
+            "ToolgateOperatorReconcileErrors",
+        ]),
+        "every alert but the one disabled"
+    );
+    for a in &alerts {
+        let n = a["alert"].as_str().unwrap();
+        let expr = a["expr"].as_str().unwrap_or_default();
+        assert!(!expr.trim().is_empty(), "{n}: an expr");
+        assert!(
+            a["for"].as_str().is_some_and(|f| !f.is_empty()),
+            "{n}: a `for`"
+        );
+        assert!(
+            a["labels"]["severity"]
+                .as_str()
+                .is_some_and(|s| !s.is_empty()),
+            "{n}: a severity"
+        );
+        for k in ["summary", "description", "runbook_url"] {
+            assert!(
+                a["annotations"][k].as_str().is_some_and(|s| !s.is_empty()),
+                "{n}: annotation {k}"
+            );
+        }
+        assert!(
+            a["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("#{}", n.to_lowercase())),
+            "{n}: its runbook section"
+        );
+        // Balanced brackets: a first sanity check of the PromQL.
+        for (open, close) in [('(', ')'), ('{', '}'), ('[', ']')] {
+            assert_eq!(
+                expr.matches(open).count(),
+                expr.matches(close).count(),
+                "{n}: {expr}"
+            );
+        }
+        // This release's series only: the job the ServiceMonitor gives
+        // them, which is its metrics Service's name.
+        let jobs: Vec<&str> = expr
+            .match_indices("job=\"")
+            .map(|(i, m)| expr[i + m.len()..].split('"').next().unwrap())
+            .collect();
+        assert!(!jobs.is_empty(), "{n}: selects by job: {expr}");
+        for job in jobs {
+            assert!(
+                find(&objs, "Service", Some(NS), job)
+                    .is_some_and(|s| s["spec"]["ports"][0]["name"] == "metrics"),
+                "{n}: job {job} is not a metrics Service"
+            );
+        }
+        assert!(expr.contains(&format!("namespace=\"{NS}\"")), "{n}: {expr}");
+    }
+    assert!(
+        alert("ToolgateUpstreamErrorRatio")["expr"]
+            .as_str()
+            .unwrap()
+            .ends_with("> 0.2"),
+        "the threshold value"
+    );
+    assert_eq!(
+        alert("ToolgateUpstreamErrorRatio")["labels"]["severity"],
+        "warning"
+    );
+    assert_eq!(
+        alert("ToolgateOperatorNoLeader")["labels"]["severity"],
+        "critical"
+    );
+    let not_ready = alert("ToolgateUpstreamNotReady");
+    assert_eq!(not_ready["for"], "10m");
+    assert!(
+        not_ready["expr"]
+            .as_str()
+            .unwrap()
+            .contains(r#"reason!="Published""#),
+        "Ready=True has reason Published"
+    );
+    // The reason of a Ready upstream, as the operator writes it.
+    assert_eq!(catalog::Reason::Published.as_str(), "Published");
+    let no_leader = alert("ToolgateOperatorNoLeader")["expr"].as_str().unwrap();
+    assert!(
+        no_leader.contains("absent(toolgate_operator_leader{"),
+        "{no_leader}"
+    );
+
+    // Custom selectors, for series scraped otherwise.
+    let custom = yaml_docs(&render_chart(
+        &python,
+        &json!({"metrics": {"prometheusRule": {"enabled": true,
+            "gatewaySelector": "job=\"gw\"", "operatorSelector": "job=\"op\""}}}),
+    ));
+    let custom_rule = custom
+        .iter()
+        .find(|o| o["kind"] == "PrometheusRule")
+        .unwrap()
+        .to_string();
+    assert!(
+        custom_rule.contains(r#"toolgate_catalog_reloads_total{job=\"gw\",result=\"failure\"}"#),
+        "{custom_rule}"
+    );
+    assert!(
+        custom_rule.contains(r#"absent(toolgate_operator_leader{job=\"op\"})"#),
+        "{custom_rule}"
+    );
+
+    // The dashboard.
+    let dashboards: Vec<&Value> = objs.iter().filter(|o| is_dashboard(o)).collect();
+    let [cm] = dashboards[..] else {
+        panic!("one dashboard ConfigMap, got {}", dashboards.len())
+    };
+    assert_eq!(namespace(cm), Some("grafana"));
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "toolgate");
+    assert_eq!(cm["metadata"]["annotations"]["grafana_folder"], "MCP");
+    let text = cm["data"]["toolgate.json"].as_str().unwrap();
+    assert_eq!(
+        text,
+        read("charts/toolgate/dashboards/toolgate.json").trim_end(),
+        "the file, as it is"
+    );
+    let dashboard: Value = serde_json::from_str(text).expect("the dashboard is JSON");
+    assert!(dashboard["uid"].as_str().is_some_and(|u| !u.is_empty()));
+    let vars = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables");
+    assert!(
+        vars.iter().any(|v| v["name"] == "datasource"
+            && v["type"] == "datasource"
+            && v["query"] == "prometheus"),
+        "a Prometheus datasource variable"
+    );
+    let mut panels: Vec<&Value> = Vec::new();
+    let mut ids = BTreeSet::new();
+    for p in dashboard["panels"].as_array().expect("panels") {
+        assert!(
+            ids.insert(p["id"].as_u64().expect("an id")),
+            "panel ids are unique"
+        );
+        for k in ["x", "y", "w", "h"] {
+            assert!(p["gridPos"][k].is_u64(), "{}: gridPos.{k}", p["title"]);
+        }
+        if p["type"] != "row" {
+            panels.push(p);
+        }
+    }
+    for p in &panels {
+        let title = p["title"].as_str().unwrap_or_default();
+        assert!(!title.is_empty() && p["description"].is_string(), "{p}");
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{title}");
+        let targets = p["targets"].as_array().expect("targets");
+        assert!(!targets.is_empty(), "{title}");
+        for t in targets {
+            assert_eq!(t["datasource"]["uid"], "${datasource}", "{title}");
+            let expr = t["expr"].as_str().unwrap_or_default();
+            assert!(
+                !toolgate_tests::monitoring::metric_names(expr).is_empty(),
+                "{title}: {expr}"
+            );
+            assert!(
+                expr.contains(r#"namespace=~"$namespace""#),
+                "{title}: {expr}"
+            );
+        }
+    }
+    let queries = toolgate_tests::monitoring::queries(&objs).unwrap();
+    assert_eq!(
+        queries.len(),
+        alerts.len()
+            + panels
+                .iter()
+                .map(|p| p["targets"].as_array().unwrap().len())
+                .sum::<usize>()
+            + 1,
+        "every rule, target and the namespace variable"
+    );
+
+    // What the issue's dashboard must show, by the metric each panel reads.
+    let read_by_panels: BTreeSet<String> = queries
+        .iter()
+        .filter(|q| q.origin.starts_with("dashboard"))
+        .flat_map(|q| toolgate_tests::monitoring::metric_names(&q.expr))
+        .collect();
+    for m in [
+        "mcp_server_operation_duration_seconds_count",
+        "mcp_server_operation_duration_seconds_bucket",
+        "toolgate_upstream_request_duration_seconds_bucket",
+        "toolgate_upstream_request_duration_seconds_count",
+        "toolgate_validation_failures_total",
+        "toolgate_catalog_reloads_total",
+        "toolgate_catalog_tools",
+        "toolgate_catalog_info",
+        "mcp_server_sessions_active",
+        "toolgate_auth_denials_total",
+        "toolgate_rate_limited_total",
+        "toolgate_operator_reconciles_total",
+        "toolgate_operator_reconcile_duration_seconds_bucket",
+        "toolgate_operator_compile_duration_seconds_bucket",
+        "toolgate_operator_published_bytes_total",
+        "toolgate_operator_upstreams",
+        "toolgate_operator_prefix_conflicts",
+        "toolgate_operator_leader",
+    ] {
+        assert!(read_by_panels.contains(m), "no panel reads {m}");
+    }
+
+    // Everything but the Prometheus Operator's kinds, against the
+    // Kubernetes schemas (the ConfigMap, the metrics Services).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("monitoring.yaml");
+    let core: Vec<String> = objs
+        .iter()
+        .filter(|o| !MONITORING_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
+        .map(|o| serde_json::to_string(o).unwrap())
+        .collect();
+    std::fs::write(&file, core.join("\n---\n")).unwrap();
+    run(Command::new(python.with_file_name("kubernetes-validate"))
+        .args(["--strict", "--quiet", "--no-warn", "-k", "1.32.0"])
+        .arg(&file))
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // The Prometheus Operator's kinds against its CRDs' schemas, and every
+    // PromQL expression through Prometheus's grammar (a broken one to show
+    // the check can fail).
+    if let Some((node, validate)) = tools::gateway_api_validator() {
+        let monitoring: Vec<&Value> = objs
+            .iter()
+            .filter(|o| MONITORING_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
+            .collect();
+        let file = dir.path().join("monitoring.json");
+        std::fs::write(&file, serde_json::to_vec(&monitoring).unwrap()).unwrap();
+        let out =
+            run(Command::new(&node).arg(&validate).arg(&file)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.matches(": valid").count(), 3, "{out}");
+
+        let mut promql: Vec<Value> = queries
+            .iter()
+            .filter(|q| !q.expr.starts_with("label_values("))
+            .map(|q| json!({"origin": q.origin, "expr": q.expr}))
+            .collect();
+        let parse = |promql: &[Value]| {
+            let file = dir.path().join("promql.json");
+            std::fs::write(&file, serde_json::to_vec(promql).unwrap()).unwrap();
+            run(Command::new(&node)
+                .arg(validate.with_file_name("promql.mjs"))
+                .arg(&file))
+        };
+        let out = parse(&promql).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.matches(": valid").count(), promql.len(), "{out}");
+        promql.push(json!({"origin": "broken", "expr": "sum by (upstream) (rate(toolgate_rate_limited_total[5m])"}));
+        let err = parse(&promql).expect_err("an unclosed parenthesis does not parse");
+        assert!(err.contains("broken: INVALID"), "{err}");
+    }
+
+    for bad in [
+        json!({"metrics": {"serviceMonitor": {"interval": "soon"}}}),
+        json!({"metrics": {"prometheusRule": {"alerts": {"noLeader": {"threshold": 1}}}}}),
+        json!({"metrics": {"prometheusRule": {"alerts": {"upstreamErrorRatio": {"threshold": -1}}}}}),
+        json!({"metrics": {"dashboard": {"labels": {"grafana_dashboard": 1}}}}),
+    ] {
+        render_chart_refused(&python, &bad);
+    }
 }

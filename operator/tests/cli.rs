@@ -129,3 +129,84 @@ async fn uninstall_prints_what_it_did_and_a_failure_names_the_object() {
         "{stderr}"
     );
 }
+
+/// A child process killed when the test ends, passing or not.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The binary, configured only by the standard OpenTelemetry variables,
+/// exports a `reconcile` span per reconcile over OTLP/HTTP, with the
+/// resource's identity and result, its stages as children, under the
+/// operator's service name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_exports_a_reconcile_span_over_otlp() {
+    use toolgate_tests::otlp::Receiver;
+
+    let server = ApiServer::start().await.expect("API server");
+    server
+        .prepare(&crds::crds(), &["toolgate-system", "team-a"])
+        .await
+        .expect("prepare");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_as("operator")).expect("kubeconfig");
+    let receiver = Receiver::start().await;
+
+    let child = Command::new(env!("CARGO_BIN_EXE_toolgate-operator"))
+        .args(["--leader-election=false", "--health-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        // Export each batch soon after its spans end.
+        .env("OTEL_BSP_SCHEDULE_DELAY", "50")
+        .env_remove("OTEL_SERVICE_NAME")
+        .env_remove("OTEL_RESOURCE_ATTRIBUTES")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("runs");
+    let _running = Running(child);
+
+    let client = server.client().expect("client");
+    create::<crds::McpUpstream>(
+        &client,
+        "team-a",
+        json!({
+            "apiVersion": "toolgate.dev/v1alpha1",
+            "kind": "McpUpstream",
+            "metadata": {"name": "pets", "namespace": "team-a"},
+            "spec": {
+                "toolPrefix": "pets",
+                "baseUrl": "http://pets:8080",
+                "openapi": {"inline": "openapi: 3.0.3\ninfo: {title: Pets, version: '1'}\npaths:\n  /pets:\n    get:\n      operationId: listPets\n      responses: {'200': {description: ok}}\n"}
+            }
+        }),
+    )
+    .await;
+
+    // The reconcile that compiled the upstream (an earlier one may only
+    // have added the finalizer).
+    let compile = receiver
+        .wait_for("a compile step", |s| s.name == "compile")
+        .await;
+    let reconcile = receiver
+        .wait_for("the reconcile the compile step is part of", |s| {
+            compile.is_child_of(s)
+        })
+        .await;
+    assert_eq!(reconcile.name, "reconcile McpUpstream");
+    assert_eq!(reconcile.service, "toolgate-operator");
+    assert_eq!(reconcile.str("toolgate.resource.kind"), Some("McpUpstream"));
+    assert_eq!(reconcile.str("toolgate.resource.name"), Some("pets"));
+    assert_eq!(reconcile.str("k8s.namespace.name"), Some("team-a"));
+    assert_eq!(reconcile.str("toolgate.result"), Some("success"));
+    // A reconcile continues no caller's trace: it is a root.
+    assert_eq!(reconcile.parent_span_id, "");
+    assert_eq!(compile.service, "toolgate-operator");
+}

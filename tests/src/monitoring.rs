@@ -160,17 +160,15 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    /// Adds what one scrape offers; its samples are parsed with
-    /// prometheus-parse, which fails on malformed lines.
-    pub fn add(&mut self, text: &str) -> std::io::Result<()> {
-        let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))?;
-        for s in scrape.samples {
-            if let prometheus_parse::Value::Histogram(_) = s.value {
+    /// Adds what one scrape offers.
+    pub fn add(&mut self, scrape: &crate::prometheus::Scrape) {
+        for s in &scrape.samples {
+            if let crate::prometheus::Value::Histogram(_) = s.value {
                 self.histograms.insert(s.metric.clone());
             }
-            self.names.insert(s.metric);
+            self.names.insert(s.metric.clone());
         }
-        for line in text.lines() {
+        for line in scrape.text.lines() {
             let mut words = line.split_whitespace();
             if let (Some("#"), Some("TYPE"), Some(name), Some(kind)) =
                 (words.next(), words.next(), words.next(), words.next())
@@ -188,7 +186,6 @@ impl Exposition {
                 }
             }
         }
-        Ok(())
     }
 
     /// Whether a query may read `name`: a series name offered, or a
@@ -228,14 +225,13 @@ mod tests {
     #[test]
     fn an_exposition_offers_samples_declared_families_and_histogram_series() {
         let mut e = Exposition::default();
-        e.add(
+        e.add(&crate::prometheus::parse(
             "# HELP a_requests Requests.\n# TYPE a_requests counter\n\
              # HELP a_seconds Latency.\n# TYPE a_seconds histogram\n\
              a_seconds_bucket{le=\"1\"} 1\na_seconds_bucket{le=\"+Inf\"} 1\n\
              a_seconds_sum 0.5\na_seconds_count 1\n\
              # TYPE a_up gauge\na_up 1\n# EOF\n",
-        )
-        .unwrap();
+        ));
         for name in [
             "a_requests_total",
             "a_seconds_bucket",

@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use toolgate_tests::apiserver::ApiServer;
 use toolgate_tests::monitoring::{self, Exposition};
+use toolgate_tests::prometheus::scrape;
 use toolgate_tests::tools;
 
 use crate::reload::{serve_with_env, tempdir};
@@ -48,6 +49,8 @@ fn upstream(prefix: &str, api_base: &str) -> Value {
     json!({"apiVersion": "toolgate.dev/v1alpha1", "kind": "McpUpstream",
            "metadata": {"name": "pets", "namespace": TEAM},
            "spec": {"toolPrefix": prefix, "baseUrl": api_base,
+                    // Three calls, then refusals.
+                    "rateLimit": {"requestsPerSecond": 0.001, "burst": 3},
                     "openapi": {"configMapRef": {"name": "petstore-openapi", "key": "openapi.yaml"}}}})
 }
 
@@ -62,14 +65,6 @@ async fn wait_for_tool(client: &Client, tool: &str) {
         assert!(start.elapsed() < WAIT, "the gateway never served {tool}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-async fn scrape(url: &str) -> String {
-    let resp = reqwest::get(url)
-        .await
-        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
-    assert!(resp.status().is_success(), "GET {url}: {}", resp.status());
-    resp.text().await.expect("the scrape's body")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,20 +168,17 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
     // Answered 404 by the upstream.
     let missing = call(&mcp, "pets__fetch_pet", json!({"petId": 99999})).await;
     assert!(is_error(&missing), "{}", text(&missing));
+    // Over the rate limit: the three calls above took the burst.
+    let limited = call(&mcp, "pets__list_pets", json!({})).await;
+    assert!(text(&limited).contains("rate limit"), "{}", text(&limited));
     // A new catalog: the operator compiles and publishes again, the
     // gateway reloads.
     apply(&client, upstream("zoo", &api_base)).await;
     wait_for_tool(&mcp, "zoo__list_pets").await;
 
     let mut offered = Exposition::default();
-    let gateway_text = scrape(&format!("http://{metrics_addr}/metrics")).await;
-    offered
-        .add(&gateway_text)
-        .unwrap_or_else(|e| panic!("the gateway's /metrics: {e}\n{gateway_text}"));
-    let operator_text = scrape(&operator_metrics).await;
-    offered
-        .add(&operator_text)
-        .unwrap_or_else(|e| panic!("the operator's /metrics: {e}\n{operator_text}"));
+    offered.add(&scrape(&format!("http://{metrics_addr}/metrics")).await);
+    offered.add(&scrape(&operator_metrics).await);
 
     let mut missing: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut checked = 0;

@@ -586,7 +586,7 @@ async fn auth(tmp: &Path) {
     println!(
         "|--------------------|---------|------|--------|--------|----------|--------|--------|"
     );
-    let mut sums: std::collections::BTreeMap<(&str, usize, bool), (f64, u32)> = Default::default();
+    let mut sums = RateSums::default();
     for _round in 0..2 {
         for mode in [Mode::Raw, Mode::Session] {
             for clients in [1usize, 32] {
@@ -616,6 +616,15 @@ async fn auth(tmp: &Path) {
         }
     }
     println!();
+    print_change(&sums, "JWT");
+}
+
+/// Rates summed over rounds, by mode, clients and whether the feature
+/// under test is on.
+type RateSums = std::collections::BTreeMap<(&'static str, usize, bool), (f64, u32)>;
+
+/// The mean rate with `feature` on against off, per mode and clients.
+fn print_change(sums: &RateSums, feature: &str) {
     for mode in [Mode::Raw, Mode::Session] {
         for clients in [1usize, 32] {
             let avg = |on| {
@@ -624,7 +633,7 @@ async fn auth(tmp: &Path) {
             };
             let (off, on) = (avg(false), avg(true));
             println!(
-                "{}, {clients:>2} client(s): JWT {on:.0} vs off {off:.0} calls/s: {:+.1}% (goal >= -10%)",
+                "{}, {clients:>2} client(s): {feature} {on:.0} vs off {off:.0} calls/s: {:+.1}% (goal >= -10%)",
                 mode.label(),
                 (on / off - 1.0) * 100.0
             );
@@ -689,7 +698,7 @@ async fn tracing_cost(tmp: &Path) {
     println!(
         "|--------------------|---------|---------|--------|--------|----------|--------|--------|"
     );
-    let mut sums: std::collections::BTreeMap<(&str, usize, bool), (f64, u32)> = Default::default();
+    let mut sums = RateSums::default();
     let mut traced_calls = 0;
     let spans_before = receiver.span_count();
     let exports_before = receiver.exports();
@@ -741,20 +750,7 @@ async fn tracing_cost(tmp: &Path) {
         );
     }
     println!();
-    for mode in [Mode::Raw, Mode::Session] {
-        for clients in [1usize, 32] {
-            let avg = |on| {
-                let (sum, n) = sums[&(mode.label(), clients, on)];
-                sum / f64::from(n)
-            };
-            let (off, on) = (avg(false), avg(true));
-            println!(
-                "{}, {clients:>2} client(s): tracing {on:.0} vs off {off:.0} calls/s: {:+.1}% (goal >= -10%)",
-                mode.label(),
-                (on / off - 1.0) * 100.0
-            );
-        }
-    }
+    print_change(&sums, "tracing");
 }
 
 // -------------------------------------------------------------- memory

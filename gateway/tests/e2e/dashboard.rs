@@ -4,7 +4,7 @@
 //! against `/metrics` of the real `toolgate serve --kube` and of the real
 //! operator, in-memory API server between them, after the paths that make
 //! series appear: a tool call, one refused by argument validation, one
-//! answered 404, a catalog reload. A family declared by its `# TYPE` line
+//! answered 404, one over the rate limit, a catalog reload. A family declared by its `# TYPE` line
 //! counts too (a labelled counter never incremented has no sample).
 
 use std::collections::BTreeMap;
@@ -14,12 +14,11 @@ use crds::McpUpstream;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
-use toolgate_tests::apiserver::ApiServer;
 use toolgate_tests::monitoring::{self, Exposition};
 use toolgate_tests::prometheus::scrape;
 use toolgate_tests::tools;
 
+use crate::product::ControlPlane;
 use crate::reload::{serve_with_env, tempdir};
 use crate::support::*;
 
@@ -86,37 +85,14 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
 
     // The control plane: the API server, the operator (its /metrics on a
     // port bound here), the demo pet store as the upstream API.
-    gateway::upstream::install_crypto_provider();
-    let server = ApiServer::builder()
-        .bookmark_interval(Duration::from_millis(500))
-        .serve()
-        .await
-        .expect("API server");
-    let client = server.client().expect("client");
-    server
-        .prepare(&crds::crds(), &[SYSTEM, TEAM])
-        .await
-        .expect("CRDs and namespaces");
-    let pets = toolgate_tests::serve_loopback(gateway::demo::petstore_app()).await;
-    let api_base = format!("http://{pets}/api");
-    let health = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("the operator's health port");
-    let operator_metrics = format!("http://{}/metrics", health.local_addr().unwrap());
-    let stop = CancellationToken::new();
-    let _stop_operator = stop.clone().drop_guard();
-    let options = operator::Options {
-        publish_namespace: SYSTEM.into(),
-        leader_election: true,
-        identity: "operator-0".into(),
-        ..Default::default()
-    };
-    tokio::spawn(operator::run_on(
-        server.client_as("operator").expect("client"),
-        options,
-        health,
-        stop,
-    ));
+    let ControlPlane {
+        server,
+        client,
+        operator: stop_operator,
+        api_base,
+        operator_metrics,
+    } = ControlPlane::start(&[TEAM], true).await;
+    let _stop_operator = stop_operator.drop_guard();
     let document = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../deploy/examples/openapi/petstore.yaml"

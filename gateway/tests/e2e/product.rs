@@ -47,6 +47,8 @@ pub(crate) struct ControlPlane {
     pub operator: CancellationToken,
     /// The demo pet store's API base URL.
     pub api_base: String,
+    /// The operator's `/metrics` URL.
+    pub operator_metrics: String,
 }
 
 impl ControlPlane {
@@ -66,17 +68,26 @@ impl ControlPlane {
             .await
             .expect("CRDs and namespaces");
         let addr = toolgate_tests::serve_loopback(gateway::demo::petstore_app()).await;
+        // The operator's health port, bound here so that tests know where
+        // its /metrics is.
+        let health = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("the operator's health port");
+        let operator_metrics = format!(
+            "http://{}/metrics",
+            health.local_addr().expect("a bound address")
+        );
         let operator = CancellationToken::new();
         let options = operator::Options {
             publish_namespace: SYSTEM.into(),
             leader_election,
             identity: "operator-0".into(),
-            health_addr: "127.0.0.1:0".parse().expect("addr"),
             ..Default::default()
         };
-        tokio::spawn(operator::run(
+        tokio::spawn(operator::run_on(
             server.client_as("operator").expect("client"),
             options,
+            health,
             operator.clone(),
         ));
         ControlPlane {
@@ -84,6 +95,7 @@ impl ControlPlane {
             client,
             operator,
             api_base: format!("http://{addr}/api"),
+            operator_metrics,
         }
     }
 }
@@ -95,6 +107,7 @@ impl Product {
             client,
             operator,
             api_base,
+            ..
         } = ControlPlane::start(&[], true).await;
 
         let dir = tempdir(&format!("product-{name}"));

@@ -44,6 +44,7 @@ impl Cluster {
             client,
             operator,
             api_base,
+            ..
         } = ControlPlane::start(&["team-a", "team-b"], false).await;
         let dir = tempdir(&format!("toolsets-{name}"));
         std::fs::create_dir_all(dir.join("credentials")).expect("dir");

@@ -19,7 +19,6 @@ use toolgate_tests::prometheus::scrape;
 use toolgate_tests::tools;
 
 use crate::product::ControlPlane;
-use crate::reload::{serve_with_env, tempdir};
 use crate::support::*;
 
 /// Generous: CI runs every test binary at once on two cores.
@@ -85,14 +84,9 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
 
     // The control plane: the API server, the operator (its /metrics on a
     // port bound here), the demo pet store as the upstream API.
-    let ControlPlane {
-        server,
-        client,
-        operator: stop_operator,
-        api_base,
-        operator_metrics,
-    } = ControlPlane::start(&[TEAM], true).await;
-    let _stop_operator = stop_operator.drop_guard();
+    let plane = ControlPlane::start(&[TEAM], true).await;
+    let _stop_operator = plane.operator.clone().drop_guard();
+    let (client, api_base) = (plane.client.clone(), plane.api_base.clone());
     let document = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../deploy/examples/openapi/petstore.yaml"
@@ -112,25 +106,7 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
     let metrics_addr = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port");
-    let dir = tempdir("dashboard");
-    std::fs::create_dir_all(dir.join("credentials")).expect("dir");
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig_as("gateway")).expect("kubeconfig");
-    let gateway = serve_with_env(
-        &[
-            "--kube",
-            "--kube-namespace",
-            SYSTEM,
-            "--credentials-dir",
-            dir.join("credentials").to_str().expect("utf-8 path"),
-            "--metrics-addr",
-            &metrics_addr.to_string(),
-        ],
-        &[
-            ("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path")),
-            ("POD_NAME", "gateway-0"),
-        ],
-    );
+    let gateway = plane.serve_gateway("dashboard", &["--metrics-addr", &metrics_addr.to_string()]);
 
     let mcp = connect(&format!("{}/mcp", gateway.url)).await;
     wait_for_tool(&mcp, "pets__list_pets").await;
@@ -154,7 +130,7 @@ async fn every_metric_the_dashboard_and_alerts_query_is_exported() {
 
     let mut offered = Exposition::default();
     offered.add(&scrape(&format!("http://{metrics_addr}/metrics")).await);
-    offered.add(&scrape(&operator_metrics).await);
+    offered.add(&scrape(&plane.operator_metrics).await);
 
     let mut missing: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut checked = 0;

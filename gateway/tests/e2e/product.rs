@@ -100,6 +100,34 @@ impl ControlPlane {
     }
 }
 
+impl ControlPlane {
+    /// `toolgate serve --kube` as replica `gateway-0` of this control
+    /// plane (its own API user, credentials directory and temporary
+    /// directory `name`), with `extra` arguments.
+    pub fn serve_gateway(&self, name: &str, extra: &[&str]) -> Served {
+        let dir = tempdir(name);
+        let creds = dir.join("credentials");
+        std::fs::create_dir_all(&creds).expect("dir");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, self.server.kubeconfig_as("gateway")).expect("kubeconfig");
+        let mut args = vec![
+            "--kube",
+            "--kube-namespace",
+            SYSTEM,
+            "--credentials-dir",
+            creds.to_str().expect("utf-8 path"),
+        ];
+        args.extend_from_slice(extra);
+        serve_with_env(
+            &args,
+            &[
+                ("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path")),
+                ("POD_NAME", "gateway-0"),
+            ],
+        )
+    }
+}
+
 impl Product {
     async fn start(name: &str, replicas: usize) -> Product {
         let ControlPlane {

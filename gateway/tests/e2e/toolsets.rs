@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use toolgate_tests::apiserver::ApiServerHandle;
 
-use crate::product::{ControlPlane, SYSTEM};
-use crate::reload::{serve_with_env, tempdir, Served};
+use crate::product::ControlPlane;
+use crate::reload::Served;
 use crate::support::*;
 
 /// Generous: CI runs every test binary at once on two cores.
@@ -39,30 +39,15 @@ impl Drop for Cluster {
 
 impl Cluster {
     async fn start(name: &str) -> Cluster {
+        let plane = ControlPlane::start(&["team-a", "team-b"], false).await;
+        let gateway = plane.serve_gateway(&format!("toolsets-{name}"), &[]);
         let ControlPlane {
             server,
             client,
             operator,
             api_base,
             ..
-        } = ControlPlane::start(&["team-a", "team-b"], false).await;
-        let dir = tempdir(&format!("toolsets-{name}"));
-        std::fs::create_dir_all(dir.join("credentials")).expect("dir");
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, server.kubeconfig_as("gateway")).expect("kubeconfig");
-        let gateway = serve_with_env(
-            &[
-                "--kube",
-                "--kube-namespace",
-                SYSTEM,
-                "--credentials-dir",
-                dir.join("credentials").to_str().expect("utf-8 path"),
-            ],
-            &[
-                ("KUBECONFIG", kubeconfig.to_str().expect("utf-8 path")),
-                ("POD_NAME", "gateway-0"),
-            ],
-        );
+        } = plane;
         Cluster {
             _server: server,
             client,

@@ -8,7 +8,9 @@
 //! queries and the build for stable numbers. `--dev` runs the
 //! development set `tests/corpus/search-tasks-dev.yaml` instead: ranking
 //! changes are judged on it, the default (test) set is held out and run
-//! to report (see the dev file's header). `TOOLGATE_SEARCH_TASKS` names
+//! to report (see the dev file's header). `--dev2` runs the second
+//! development set, written blind to the ranking: a change that helps on
+//! `--dev` but not there is fitted to the first set. `TOOLGATE_SEARCH_TASKS` names
 //! another task file (same format); `--misses` lists each task
 //! whose tool is not in the top 5, with what came first; `--explain`
 //! adds each query term's share of the score of both.
@@ -25,8 +27,10 @@ use catalog::{compile_upstream, Catalog, CompileOptions, UpstreamSource};
 
 use toolgate_corpus::{Difficulty, SearchTask as Task, PREFIXES};
 
-fn tasks_file(dev: bool) -> PathBuf {
-    let set = if dev {
+fn tasks_file(args: &[String]) -> PathBuf {
+    let set = if args.iter().any(|a| a == "--dev2") {
+        "search-tasks-dev2.yaml"
+    } else if args.iter().any(|a| a == "--dev") {
         "search-tasks-dev.yaml"
     } else {
         "search-tasks.yaml"
@@ -94,7 +98,7 @@ fn main() {
     let show_misses = explain || args.iter().any(|a| a == "--misses");
     let (build_runs, query_runs) = if quick { (1, 1) } else { (9, 200) };
 
-    let file = tasks_file(args.iter().any(|a| a == "--dev"));
+    let file = tasks_file(&args);
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| {
         panic!(
             "search task set {}: {e} (set TOOLGATE_SEARCH_TASKS)",

@@ -162,6 +162,15 @@ pub fn search_tasks_dev() -> Vec<SearchTask> {
     yaml_serde::from_str(TASKS).unwrap_or_else(|e| panic!("search-tasks-dev.yaml: {e}"))
 }
 
+/// The second tool search development set (`search-tasks-dev2.yaml`),
+/// written blind to the ranking: whether a change judged on
+/// [`search_tasks_dev`] holds on tasks it was not tuned on; panics when
+/// the file does not parse.
+pub fn search_tasks_dev2() -> Vec<SearchTask> {
+    const TASKS: &str = include_str!("../search-tasks-dev2.yaml");
+    yaml_serde::from_str(TASKS).unwrap_or_else(|e| panic!("search-tasks-dev2.yaml: {e}"))
+}
+
 /// The tool prefix of the corpus document at `path` (see [`PREFIXES`]);
 /// panics for a document that is not in the table.
 pub fn prefix_of(path: &Path) -> &'static str {

@@ -298,16 +298,14 @@ const ONE_WORDS: &[&str] = &[
 const MANY_WORDS: &[&str] = &["all", "each", "enumerate", "every", "list"];
 
 impl Count {
-    fn of(text: &str) -> Count {
-        let (mut one, mut many) = (false, false);
-        split_words(text, |w| {
-            if let Word::Plain(p) = w {
-                let p = p.to_lowercase();
-                one |= ONE_WORDS.binary_search(&p.as_str()).is_ok();
-                many |= MANY_WORDS.binary_search(&p.as_str()).is_ok();
-            }
-        });
-        match (one, many) {
+    /// The count a query's words, lower-cased, ask for.
+    fn of(words: &[String]) -> Count {
+        let has = |list: &[&str]| {
+            words
+                .iter()
+                .any(|w| list.binary_search(&w.as_str()).is_ok())
+        };
+        match (has(ONE_WORDS), has(MANY_WORDS)) {
             (true, false) => Count::One,
             (false, true) => Count::Many,
             _ => Count::Any,
@@ -374,18 +372,11 @@ const LEADING_FILLERS: &[&str] = &[
 ];
 
 impl Intent {
-    /// The intent of `text`'s first words: after [`LEADING_FILLERS`], a
-    /// verb of [`WRITE_VERBS`] is a change; one of [`READ_VERBS`] is a
-    /// read unless one of the next two words is a change verb.
-    fn of(text: &str) -> Intent {
-        let mut words: Vec<String> = Vec::new();
-        split_words(text, |w| {
-            if let Word::Plain(p) = w {
-                if words.len() < 8 {
-                    words.push(p.to_lowercase());
-                }
-            }
-        });
+    /// The intent of a query's words, lower-cased: after
+    /// [`LEADING_FILLERS`], a verb of [`WRITE_VERBS`] is a change; one of
+    /// [`READ_VERBS`] is a read unless one of the next two words is a
+    /// change verb.
+    fn of(words: &[String]) -> Intent {
         let known = |list: &[&str], w: &str| list.binary_search(&w).is_ok();
         let mut i = 0;
         while i < words.len() {
@@ -542,12 +533,16 @@ impl Query {
         // starts.
         let mut recent: Vec<String> = Vec::new();
         let mut plain = Vec::new();
+        // Every word, function words too ("which", "can"): what the intent
+        // and the count are read from.
+        let mut lowered: Vec<String> = Vec::new();
         split_words(text, |w| {
             let mut any = false;
             let lower = match w {
                 Word::Plain(p) => Some(p.to_lowercase()).filter(|l| l.is_ascii()),
                 Word::Cjk(_) => None,
             };
+            lowered.extend(lower.clone());
             let mut last = None;
             terms_of(&stemmer, w, |term| {
                 any = true;
@@ -589,8 +584,8 @@ impl Query {
             terms,
             plain,
             words: words as usize,
-            intent: Intent::of(text),
-            count: Count::of(text),
+            intent: Intent::of(&lowered),
+            count: Count::of(&lowered),
             limit: DEFAULT_LIMIT,
             prefix: None,
         })
@@ -1456,16 +1451,17 @@ mod tests {
             ("", Intent::Unknown),
         ];
         for (text, want) in cases {
-            assert_eq!(Intent::of(text), want, "{text:?}");
+            assert_eq!(Query::parse(text).unwrap().intent, want, "{text:?}");
         }
     }
 
     #[test]
     fn a_task_about_one_item_prefers_the_path_that_addresses_one() {
-        assert_eq!(Count::of("Show one webhook"), Count::One);
-        assert_eq!(Count::of("list the webhooks"), Count::Many);
-        assert_eq!(Count::of("list every specific thing"), Count::Any);
-        assert_eq!(Count::of("Show a webhook"), Count::Any);
+        let count = |text: &str| Query::parse(text).unwrap().count;
+        assert_eq!(count("Show one webhook"), Count::One);
+        assert_eq!(count("list the webhooks"), Count::Many);
+        assert_eq!(count("list every specific thing"), Count::Any);
+        assert_eq!(count("Show a webhook"), Count::Any);
         let c = catalog(
             r#""/hooks": {
               "get": {"operationId": "listHooks", "summary": "Hooks of the account",

@@ -3,10 +3,9 @@
 //! `search-tasks-dev2.yaml`, the development sets) stay valid: enough
 //! tasks, no duplicates within a set or across sets, every document with
 //! tools (not used up by an earlier set) covered, and every tool they name
-//! exists in
-//! the corpus catalog compiled the way the sets say (each document under
-//! its `toolgate_corpus::PREFIXES` prefix, default options), in the
-//! document it is filed under. A change to the compiler's naming fails
+//! exists in the corpus catalog compiled the way the sets say (each
+//! document under its `toolgate_corpus::PREFIXES` prefix, default
+//! options), in the document it is filed under. A change to the compiler's naming fails
 //! here, naming the tools that moved.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -707,3 +707,28 @@ fn lint_over_the_whole_corpus_prints_the_findings_summary() {
         format!("toolgate lint over the corpus: findings summary\n{summary}").as_bytes(),
     );
 }
+
+/// `toolgate lint … | head -1`: the reader is gone before anything is
+/// written (its end of the pipe closed before the command starts, so
+/// every write fails). `lint` panicked on it (exit 101); both commands
+/// now stop quietly with success.
+#[test]
+fn lint_and_compile_stop_quietly_when_the_reader_closes_the_pipe() {
+    for args in [
+        &["lint", "--spec", SPEC, "--prefix", "pets"][..],
+        &["compile", "--spec", SPEC, "--prefix", "pets"][..],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let r = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
+            .current_dir(workspace())
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run toolgate");
+        let stderr = text(&r.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(r.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

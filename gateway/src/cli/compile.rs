@@ -180,7 +180,8 @@ pub fn compile(args: CompileArgs) -> Result<ExitCode> {
                 source_name(&args.source)
             );
         };
-        println!("{}", catalog::explain::request_jq(&tool.plan));
+        let jq = catalog::explain::request_jq(&tool.plan);
+        write_stdout(format!("{jq}\n").as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
     let bytes = catalog_bytes(&catalog)?;
@@ -199,9 +200,20 @@ pub fn compile(args: CompileArgs) -> Result<ExitCode> {
     match &args.output {
         Some(path) => std::fs::write(path, &bytes)
             .with_context(|| format!("cannot write {}", path.display()))?,
-        None => std::io::stdout().lock().write_all(&bytes)?,
+        None => write_stdout(&bytes)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `bytes` to stdout. A reader that closed the pipe early
+/// (`toolgate lint … | head -1`) has what it wanted: that ends the output
+/// quietly, where `print!` would panic (exit 101).
+fn write_stdout(bytes: &[u8]) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r.context("cannot write to stdout")?),
+    }
 }
 
 /// Findings never fail a lint: it exits 0 whenever every upstream could
@@ -216,7 +228,7 @@ pub fn lint(args: LintArgs) -> Result<ExitCode> {
         lint_upstream(&mut out, document, l, args.longest, args.largest)?;
     }
     findings_summary(&mut out, &linted)?;
-    print!("{out}");
+    write_stdout(out.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 

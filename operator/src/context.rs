@@ -86,6 +86,9 @@ pub enum Applied {
     Failed(String),
     /// Not tried: the upstream has no document to apply it to.
     NotTried(String),
+    /// Not evaluated: another overlay of the upstream failed first, so
+    /// nothing is known of this one there (the message names that one).
+    NotEvaluated(String),
 }
 
 pub struct Context {

@@ -1,6 +1,8 @@
 //! The McpOverlay controller: the overlay's own validity (its document
 //! parses, its JSONPath targets compile) plus what the upstream controller
-//! found when applying it to each upstream it targets.
+//! found when applying it to each upstream it targets. Where a sibling
+//! overlay failed first, this one was never applied: `Ready` is then
+//! `Unknown` (`UpstreamNotReady`, naming the sibling), never `Applied`.
 //!
 //! It writes only McpOverlay status; the upstream controller wakes it
 //! whenever an overlay's outcome on some upstream changes.
@@ -68,6 +70,7 @@ async fn run(o: &McpOverlay, ctx: &Context) -> Result<Action, Error> {
     let mut applied_to = Vec::new();
     let mut failed = Vec::new();
     let mut not_tried = Vec::new();
+    let mut not_evaluated = Vec::new();
     let mut unmatched = Vec::new();
     for upstream in &targeted {
         let Some(out) = outcomes.get(upstream) else {
@@ -77,6 +80,7 @@ async fn run(o: &McpOverlay, ctx: &Context) -> Result<Action, Error> {
             Applied::Yes => applied_to.push(upstream.clone()),
             Applied::Failed(m) => failed.push(format!("{upstream}: {m}")),
             Applied::NotTried(m) => not_tried.push(format!("{upstream}: {m}")),
+            Applied::NotEvaluated(m) => not_evaluated.push(format!("{upstream}: {m}")),
         }
         for (action, target) in &out.unmatched {
             unmatched.push(UnmatchedTarget {
@@ -101,6 +105,14 @@ async fn run(o: &McpOverlay, ctx: &Context) -> Result<Action, Error> {
             Reason::OverlayInvalid,
             format!("failed on {} upstream(s): {}", failed.len(), failed.join("; ")),
         ),
+        // Unknown, not True: on these upstreams it was never applied.
+        (Ok(()), false, None) if !not_evaluated.is_empty() => {
+            let mut message = not_evaluated.join("; ");
+            if !applied_to.is_empty() {
+                message = format!("applied to {}; {message}", applied_to.join(", "));
+            }
+            Cond::unknown(types::READY, Reason::UpstreamNotReady, message)
+        }
         (Ok(()), false, None) if applied_to.is_empty() => Cond::fail(
             types::READY,
             Reason::UpstreamNotReady,

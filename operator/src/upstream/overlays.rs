@@ -86,7 +86,19 @@ pub async fn load(
         }
     }
     Ok(match first_failure {
-        Some(f) => Err(f),
+        Some(f) => {
+            // Parsed, but the compile that would apply them never runs:
+            // "applied" would claim what nobody checked.
+            for o in &loaded {
+                if let Some(out) = outcomes.get_mut(&o.name) {
+                    out.result = Applied::NotEvaluated(format!(
+                        "not evaluated: another overlay of this upstream failed ({})",
+                        f.message
+                    ));
+                }
+            }
+            Err(f)
+        }
         None => Ok(loaded),
     })
 }
@@ -98,6 +110,9 @@ pub fn attribute(
     overlays: &[LoadedOverlay],
     outcomes: &mut BTreeMap<String, OverlayOutcome>,
 ) {
+    // The overlay the compile failed on, if one: those after it in the
+    // order were never applied.
+    let mut failed_before: Option<&str> = None;
     for o in overlays {
         let Some(out) = outcomes.get_mut(&o.name) else {
             continue;
@@ -105,6 +120,13 @@ pub fn attribute(
         match result {
             Err(f) if f.overlay.as_deref() == Some(o.name.as_str()) => {
                 out.result = Applied::Failed(f.message.clone());
+                failed_before = Some(o.name.as_str());
+            }
+            Err(_) if failed_before.is_some() => {
+                out.result = Applied::NotEvaluated(format!(
+                    "not evaluated: McpOverlay {} failed before it",
+                    failed_before.unwrap_or_default()
+                ));
             }
             Ok(summary) => {
                 for (_, i) in summary.unmatched.iter().filter(|(n, _)| *n == o.name) {

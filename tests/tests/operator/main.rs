@@ -231,6 +231,20 @@ async fn overlays_change_the_catalog_and_a_bad_one_keeps_the_last_good() {
         .2
         .contains("/actions/0"));
     assert_eq!(w.index().await.entry("pets"), Some(&good));
+    // Its sibling was never applied to the new document: not `Applied`
+    // (it said "applied to pets"), but Unknown, naming the failure.
+    let (status, reason, message) = eventually("hide-writes not evaluated", WAIT, || async {
+        let o = w.overlays(NS).get("hide-writes").await.ok()?;
+        let c = overlay_cond(&o, "Ready")?;
+        (c.0 == "Unknown").then_some(c)
+    })
+    .await;
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("Unknown", "UpstreamNotReady")
+    );
+    assert!(message.contains("not evaluated"), "{message}");
+    assert!(message.contains("McpOverlay team-a/broken"), "{message}");
 
     // Deleting the broken overlay recovers.
     w.overlays(NS)
@@ -1287,7 +1301,8 @@ async fn rate_limit_identity_and_token_exchange_are_published() {
     assert_eq!(
         rt.forward_identity,
         Some(ForwardIdentity {
-            header: "X-Forwarded-User".into()
+            header: "X-Forwarded-User".into(),
+            issuer_header: None,
         })
     );
     let AuthConfig::TokenExchange {

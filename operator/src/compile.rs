@@ -4,8 +4,19 @@
 //! cached per upstream by a hash of every input: a change elsewhere in the
 //! cluster, or a restart that finds everything as it was, compiles at most
 //! once.
+//!
+//! **Memory.** A compile's peak is not its document's size: schemas
+//! amplified by `$ref`s and `allOf` measured ~240 MB (release build) for a
+//! 1.1 MB document, and two of those at once took the operator past its
+//! 512Mi limit. Each compile therefore reserves an estimate of its peak
+//! ([`estimate_bytes`]) from a budget of the operator's memory
+//! (`--compile-memory-bytes`, by default 60% of the container's limit)
+//! before it starts; compiles that do not fit wait, in order, until
+//! running ones give theirs back. One compile is always admitted, however
+//! large its estimate, so that every upstream compiles eventually.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crds::conditions::Reason;
@@ -25,8 +36,65 @@ pub struct Compiler {
     cache: Mutex<HashMap<String, Compiled>>,
     /// Compiles running at once (each is CPU-bound).
     slots: Semaphore,
+    /// The compile memory budget, in MiB permits.
+    memory: Semaphore,
+    memory_mib: u32,
+    /// MiB reserved now, and the most at once.
+    reserved_mib: AtomicU64,
+    peak_mib: AtomicU64,
     metrics: Arc<Metrics>,
 }
+
+/// Default compile memory budget without a container memory limit.
+pub const DEFAULT_COMPILE_MEMORY_BYTES: u64 = 320 << 20;
+
+/// What any compile reserves at least: the compiler's own tables, the
+/// parsed options and overlays, the catalog's skeleton.
+pub const BASE_COMPILE_BYTES: u64 = 16 << 20;
+
+/// Estimated peak per byte of input (document plus overlays): the 1.1 MB
+/// schema-amplifying document of issue 26 peaked at ~240 MB in a release
+/// build, 220x. Ordinary documents need far less (the 8.9 MB Argo
+/// Workflows document: tens of MiB), so this errs on the safe side.
+pub const COMPILE_BYTES_PER_INPUT_BYTE: u64 = 224;
+
+/// Most any compile reserves: the compiler's own limits stop a catalog's
+/// schemas at 64 MiB, and the worst compile they allow measured ~240 MB.
+pub const MAX_COMPILE_BYTES: u64 = 256 << 20;
+
+/// Estimated peak memory of compiling `input_bytes` of document and
+/// overlays.
+pub fn estimate_bytes(input_bytes: usize) -> u64 {
+    (input_bytes as u64)
+        .saturating_mul(COMPILE_BYTES_PER_INPUT_BYTE)
+        .saturating_add(BASE_COMPILE_BYTES)
+        .min(MAX_COMPILE_BYTES)
+}
+
+/// The default compile memory budget and where it came from: 60% of the
+/// container's memory limit (the rest is the operator's own, 155 MiB at
+/// peak with 300 upstreams on a 512Mi limit), else
+/// [`DEFAULT_COMPILE_MEMORY_BYTES`].
+pub fn default_compile_memory_bytes() -> (u64, &'static str) {
+    match cgroup_memory_limit() {
+        Some(limit) => (limit / 5 * 3, "60% of the cgroup memory limit"),
+        None => (DEFAULT_COMPILE_MEMORY_BYTES, "default"),
+    }
+}
+
+fn cgroup_memory_limit() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok())
+    .filter_map(|s| s.trim().parse::<u64>().ok())
+    // cgroup v1 says "no limit" with a huge number.
+    .find(|&n| n > 0 && n < (1 << 50))
+}
+
+const MIB: u64 = 1 << 20;
 
 /// A compile result kept per upstream, keyed by the hash of every input.
 ///
@@ -105,12 +173,67 @@ fn action_targets(bytes: &[u8]) -> Vec<String> {
 }
 
 impl Compiler {
-    pub fn new(concurrency: usize, metrics: Arc<Metrics>) -> Self {
+    /// `memory_bytes`: the compile memory budget (`None`: the default).
+    pub fn new(concurrency: usize, memory_bytes: Option<u64>, metrics: Arc<Metrics>) -> Self {
+        let (bytes, from) = match memory_bytes {
+            Some(b) => (b, "--compile-memory-bytes"),
+            None => default_compile_memory_bytes(),
+        };
+        let memory_mib = u32::try_from(bytes / MIB).unwrap_or(u32::MAX).max(1);
+        tracing::info!(bytes, from, "compile memory budget");
+        metrics.set_compile_memory(u64::from(memory_mib) * MIB, 0, 0);
         Compiler {
             cache: Mutex::default(),
             slots: Semaphore::new(concurrency.max(1)),
+            memory: Semaphore::new(memory_mib as usize),
+            memory_mib,
+            reserved_mib: AtomicU64::new(0),
+            peak_mib: AtomicU64::new(0),
             metrics,
         }
+    }
+
+    /// Reserves the estimate of a compile of `input_bytes` from the memory
+    /// budget (all of it, if the estimate is larger), waiting while
+    /// running compiles hold too much.
+    async fn reserve_memory(&self, source: &str, input_bytes: usize) -> MemoryReservation<'_> {
+        let estimate = estimate_bytes(input_bytes);
+        let mib = u32::try_from(estimate.div_ceil(MIB))
+            .unwrap_or(u32::MAX)
+            .min(self.memory_mib);
+        let permit = match self.memory.try_acquire_many(mib) {
+            Ok(p) => Some(p),
+            Err(_) => {
+                self.metrics.compile_waited_for_memory();
+                tracing::info!(
+                    upstream = %source,
+                    estimate,
+                    budget = u64::from(self.memory_mib) * MIB,
+                    "compile waits for memory held by running compiles"
+                );
+                // The semaphore is never closed.
+                self.memory.acquire_many(mib).await.ok()
+            }
+        };
+        let now = self
+            .reserved_mib
+            .fetch_add(u64::from(mib), Ordering::SeqCst)
+            + u64::from(mib);
+        let peak = self.peak_mib.fetch_max(now, Ordering::SeqCst).max(now);
+        self.report_memory(now, peak);
+        MemoryReservation {
+            compiler: self,
+            mib,
+            _permit: permit,
+        }
+    }
+
+    fn report_memory(&self, reserved_mib: u64, peak_mib: u64) {
+        self.metrics.set_compile_memory(
+            u64::from(self.memory_mib) * MIB,
+            reserved_mib * MIB,
+            peak_mib * MIB,
+        );
     }
 
     /// Drops what is remembered of `source` (`namespace/name`).
@@ -160,6 +283,10 @@ impl Compiler {
                 }
             }
         }
+        let input_bytes = spec.bytes.len() + overlays.iter().map(|o| o.bytes.len()).sum::<usize>();
+        // Memory first: a compile waiting for memory must not hold a slot
+        // that a small compile could use.
+        let _memory = self.reserve_memory(source, input_bytes).await;
         let _permit = self.slots.acquire().await;
         let prefix = u.spec.tool_prefix.clone();
         let document = spec.document.clone();
@@ -203,6 +330,24 @@ impl Compiler {
             catalog::release_freed_memory();
         }
         (compiled, catalog)
+    }
+}
+
+/// A compile's share of the memory budget, given back when dropped.
+struct MemoryReservation<'a> {
+    compiler: &'a Compiler,
+    mib: u32,
+    _permit: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+impl Drop for MemoryReservation<'_> {
+    fn drop(&mut self) {
+        let c = self.compiler;
+        let now = c
+            .reserved_mib
+            .fetch_sub(u64::from(self.mib), Ordering::SeqCst)
+            .saturating_sub(u64::from(self.mib));
+        c.report_memory(now, c.peak_mib.load(Ordering::SeqCst));
     }
 }
 

@@ -38,6 +38,9 @@ pub struct Options {
     pub health_addr: SocketAddr,
     /// Compiles running at once (each is CPU-bound).
     pub compile_concurrency: usize,
+    /// Memory compiles are admitted against (`--compile-memory-bytes`);
+    /// `None`: 60% of the container's limit ([`crate::compile`]).
+    pub compile_memory_bytes: Option<u64>,
 }
 
 impl Default for Options {
@@ -54,6 +57,7 @@ impl Default for Options {
             spec_fetch_timeout: crate::sources::DEFAULT_FETCH_TIMEOUT,
             health_addr: SocketAddr::from(([0, 0, 0, 0], 8081)),
             compile_concurrency: 2,
+            compile_memory_bytes: None,
         }
     }
 }
@@ -144,7 +148,11 @@ impl Context {
                 options.spec_fetch_timeout,
                 metrics.clone(),
             ),
-            compiler: Compiler::new(options.compile_concurrency, metrics.clone()),
+            compiler: Compiler::new(
+                options.compile_concurrency,
+                options.compile_memory_bytes,
+                metrics.clone(),
+            ),
             overlay_outcomes: Mutex::default(),
             upstreams: OnceLock::new(),
             upstreams_listed: OnceLock::new(),

@@ -105,6 +105,12 @@ struct RunArgs {
     /// Catalog compiles running at once.
     #[arg(long, default_value_t = 2)]
     compile_concurrency: usize,
+    /// Memory catalog compiles are admitted against, in bytes: each
+    /// reserves an estimate of its peak (from its document's size, at
+    /// most 256 MiB) and waits while running compiles hold the rest. By
+    /// default 60% of the container's memory limit, else 320 MiB.
+    #[arg(long, env = "TOOLGATE_COMPILE_MEMORY_BYTES")]
+    compile_memory_bytes: Option<u64>,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -162,6 +168,7 @@ async fn main() -> anyhow::Result<()> {
         spec_fetch_timeout: args.spec_fetch_timeout,
         health_addr: args.health_addr,
         compile_concurrency: args.compile_concurrency,
+        compile_memory_bytes: args.compile_memory_bytes,
     };
     let shutdown = CancellationToken::new();
     let on_signal = shutdown.clone();

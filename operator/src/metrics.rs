@@ -135,6 +135,10 @@ pub struct Metrics {
     leader: Gauge,
     document_cache_entries: Gauge,
     document_cache_bytes: Gauge,
+    compile_memory_budget: Gauge,
+    compile_memory_reserved: Gauge,
+    compile_memory_peak: Gauge,
+    compile_memory_waits: Counter,
     /// What the last reconcile of each upstream (`namespace/name`)
     /// concluded: the two gauges above are counted from it.
     held: Mutex<HashMap<String, Held>>,
@@ -169,6 +173,10 @@ impl Metrics {
             leader: Gauge::default(),
             document_cache_entries: Gauge::default(),
             document_cache_bytes: Gauge::default(),
+            compile_memory_budget: Gauge::default(),
+            compile_memory_reserved: Gauge::default(),
+            compile_memory_peak: Gauge::default(),
+            compile_memory_waits: Counter::default(),
             held: Mutex::default(),
         };
         // Series that exist from the start, at 0: `rate()` and alerts see
@@ -261,6 +269,29 @@ impl Metrics {
             Unit::Bytes,
             self.document_cache_bytes.clone(),
         );
+        r.register_with_unit(
+            "toolgate_operator_compile_memory_budget",
+            "Memory compiles are admitted against (--compile-memory-bytes)",
+            Unit::Bytes,
+            self.compile_memory_budget.clone(),
+        );
+        r.register_with_unit(
+            "toolgate_operator_compile_memory_reserved",
+            "Memory reserved by the compiles running now (their estimates)",
+            Unit::Bytes,
+            self.compile_memory_reserved.clone(),
+        );
+        r.register_with_unit(
+            "toolgate_operator_compile_memory_peak",
+            "Most memory reserved by compiles at once since the operator started",
+            Unit::Bytes,
+            self.compile_memory_peak.clone(),
+        );
+        r.register(
+            "toolgate_operator_compile_memory_waits",
+            "Compiles that waited for others to give memory back before they ran",
+            self.compile_memory_waits.clone(),
+        );
         self
     }
 
@@ -308,6 +339,20 @@ impl Metrics {
     pub fn compiled(&self, took: Duration) {
         self.compiles.inc();
         self.compile_duration.observe(took.as_secs_f64());
+    }
+
+    /// The compile memory budget, reserved now and the most reserved at
+    /// once, in bytes.
+    pub fn set_compile_memory(&self, budget: u64, reserved: u64, peak: u64) {
+        let g = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.compile_memory_budget.set(g(budget));
+        self.compile_memory_reserved.set(g(reserved));
+        self.compile_memory_peak.set(g(peak));
+    }
+
+    /// A compile that had to wait for memory.
+    pub fn compile_waited_for_memory(&self) {
+        self.compile_memory_waits.inc();
     }
 
     /// An index write, with the bytes of the chunks it created.
@@ -400,6 +445,10 @@ mod tests {
             "toolgate_operator_leader",
             "toolgate_operator_document_cache_entries",
             "toolgate_operator_document_cache_bytes",
+            "toolgate_operator_compile_memory_budget_bytes",
+            "toolgate_operator_compile_memory_reserved_bytes",
+            "toolgate_operator_compile_memory_peak_bytes",
+            "toolgate_operator_compile_memory_waits_total",
         ] {
             assert!(names.contains(name), "{name} missing from {names:?}");
         }

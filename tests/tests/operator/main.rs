@@ -1,6 +1,7 @@
 //! The real operator against the in-memory API server, over HTTP only: what
 //! `kubectl apply` users see in status and what the gateway finds published.
 
+mod compile_memory;
 mod metrics;
 mod rbac;
 mod support;

@@ -3,9 +3,9 @@
 //! (under `span`, the innermost's value winning, with the innermost span's
 //! exported name as `name`) and the trace context
 //! (`trace_id`, `span_id`) when the event belongs to a sampled or
-//! propagated trace.
+//! propagated trace. Every value is bounded ([`crate::bound`]).
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use opentelemetry::trace::TraceContextExt;
 use serde_json::{Map, Value};
@@ -15,6 +15,8 @@ use tracing_subscriber::fmt::format::{JsonFields, Writer};
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
+
+use crate::bound::{capped, MAX_FIELD_BYTES};
 
 pub(crate) struct JsonLines;
 
@@ -49,6 +51,12 @@ where
                 };
                 if let Ok(Value::Object(m)) = serde_json::from_str::<Value>(&f.fields) {
                     for (k, v) in m {
+                        let v = match v {
+                            Value::String(s) if s.len() > MAX_FIELD_BYTES => {
+                                capped(|w| w.write_str(&s)).into()
+                            }
+                            v => v,
+                        };
                         // `otel.*` fields steer the exporter; they are
                         // not attributes, but `otel.name` is the name the
                         // span is exported under.
@@ -90,7 +98,8 @@ struct Fields<'a>(&'a mut Map<String, Value>);
 
 impl Visit for Fields<'_> {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.insert(field.name().into(), value.into());
+        self.0
+            .insert(field.name().into(), capped(|w| w.write_str(value)).into());
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         self.0.insert(field.name().into(), value.into());
@@ -105,10 +114,13 @@ impl Visit for Fields<'_> {
         self.0.insert(field.name().into(), value.into());
     }
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        self.0.insert(field.name().into(), value.to_string().into());
+        self.0
+            .insert(field.name().into(), capped(|w| write!(w, "{value}")).into());
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0
-            .insert(field.name().into(), format!("{value:?}").into());
+        self.0.insert(
+            field.name().into(),
+            capped(|w| write!(w, "{value:?}")).into(),
+        );
     }
 }

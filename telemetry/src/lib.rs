@@ -5,7 +5,8 @@
 //! - an [`EnvFilter`] from `RUST_LOG` (default: the binary's own);
 //! - logs on stderr, as text or as JSON lines ([`LogFormat`]); JSON lines
 //!   carry the fields of the spans they are logged in and, when the line
-//!   belongs to a trace, its `trace_id` and `span_id`;
+//!   belongs to a trace, its `trace_id` and `span_id`; every field value
+//!   is bounded ([`bound`]);
 //! - an OpenTelemetry layer exporting spans over OTLP/HTTP (protobuf),
 //!   **only** when `OTEL_EXPORTER_OTLP_ENDPOINT` or
 //!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set and `OTEL_SDK_DISABLED` is
@@ -20,6 +21,7 @@
 //!
 //! [`propagation`] carries W3C trace context in and out of requests.
 
+pub mod bound;
 mod json;
 pub mod propagation;
 
@@ -55,6 +57,15 @@ pub struct Settings {
     pub default_filter: &'static str,
 }
 
+/// Kept at WARN whatever `RUST_LOG` says: rmcp's spans of a Streamable
+/// HTTP session (INFO, and TRACE for its worker) carry the session id,
+/// which in open mode is all it takes to use the session, and would
+/// stamp it on every line logged inside them.
+const NO_SESSION_IDS: [&str; 2] = [
+    "rmcp::transport::streamable_http_server::session::local=warn",
+    "rmcp::transport::worker=warn",
+];
+
 /// Whether spans are exported (set once, by [`init`]).
 static EXPORTING: AtomicBool = AtomicBool::new(false);
 
@@ -88,11 +99,17 @@ impl Drop for Guard {
 /// the OTLP exporter is asked for but cannot be built (a malformed
 /// endpoint), or when a subscriber is already installed.
 pub fn init(settings: Settings) -> anyhow::Result<Guard> {
-    let filter = EnvFilter::try_from_default_env()
+    let mut filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(settings.default_filter));
+    for directive in NO_SESSION_IDS {
+        if let Ok(d) = directive.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     let fmt = match settings.log_format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
+            .fmt_fields(bound::BoundedFields)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)

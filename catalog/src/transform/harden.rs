@@ -11,7 +11,7 @@ use jaq_core::load::parse::{BinaryOp, Def, Pattern, Term};
 use jaq_core::ops::Math;
 use jaq_core::path::{Part, Path};
 
-use super::natives::{ADD, MUL, TOSTRING};
+use super::natives::{ADD, ELEMENT, MUL, TOSTRING};
 use super::sandbox::GUARD;
 
 /// The variable that carries the right-hand side of `l += r` / `l *= r`.
@@ -34,6 +34,8 @@ pub(super) fn def(mut d: Def<&str>) -> Def<&str> {
 /// * `l + r`, `l * r` call natives that check the size of what they would
 ///   build before building it; `l += r`, `l *= r` become
 ///   `r as $x | l |= native(.; $x)`, which is how jaq defines them.
+/// * `[f]` passes each output of `f` through a native that charges it to
+///   the run's budget.
 /// * A string with interpolation (`"\(f)"`) converts with the bounded
 ///   `tostring` instead of jaq's unbounded built-in conversion.
 /// * Definitions get the guard ([`def`]).
@@ -54,7 +56,15 @@ pub(super) fn term<'s>(t: Term<&'s str>) -> Term<&'s str> {
             let fmt = fmt.or_else(|| interpolates.then_some(TOSTRING));
             Term::Str(fmt, parts)
         }
-        Term::Arr(t) => Term::Arr(t.map(|t| bx(*t))),
+        // `[f]` collects every output of `f`, however many: each passes
+        // the guard and is charged to the run's budget as it is collected.
+        Term::Arr(t) => Term::Arr(t.map(|t| {
+            Box::new(Term::BinOp(
+                bx(*t),
+                BinaryOp::Pipe(None),
+                Box::new(Term::Call(ELEMENT, Vec::new())),
+            ))
+        })),
         Term::Obj(kvs) => Term::Obj(
             kvs.into_iter()
                 .map(|(k, v)| (term(k), v.map(term)))

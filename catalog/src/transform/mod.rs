@@ -74,15 +74,28 @@
 //! * `*` of a string and a number (repetition) charges the result's length
 //!   before building it.
 //! * `+` of two strings or two arrays refuses a result larger than the
-//!   budget (strings in bytes, arrays at 16 bytes per element). This is a
-//!   cap per value, not a charge: concatenation in a loop
-//!   (`reduce .[] as $x (""; . + $x)`, which is how `join` works) builds
-//!   each intermediate string once and frees it.
+//!   budget (strings in bytes, arrays at 16 bytes per element), and
+//!   charges what its right side appends: concatenation in a loop
+//!   (`reduce .[] as $x (""; . + $x)`, which is how `join` works) is
+//!   charged the final string once, not each intermediate one.
+//! * Collecting a stream into an array (`[f]`, and so `map`, `to_entries`,
+//!   `paths`, `[limit(n; repeat(...))]`, ...) charges every element as it
+//!   is collected: two slots (a growing `Vec` doubles) plus the top level
+//!   of a string, array or object element (what `explode` or
+//!   `ascii_downcase` build anew per element). `[range(1e9)]` stops at the
+//!   budget within a fraction of its deadline instead of growing until it.
 //! * Integer arithmetic whose result could exceed [`MAX_INT_BITS`] bits
 //!   computes in floating point instead, as jq does for all numbers.
 //!
 //! The budget is for the whole run: a filter that exceeds it, or builds one
 //! value beyond it, stops with an error that `try` cannot catch.
+//!
+//! A host that runs many filters at once gives each run a [`JqMemory`]
+//! ([`JqProgram::run_metered`]): what a run is charged is reserved from it
+//! as the run goes, in steps of [`RESERVE_CHUNK_BYTES`], and a refusal
+//! stops the run with [`JqRunError::OutOfMemory`]. The gateway reserves
+//! from its response memory budget, so runs at once cannot together
+//! exceed what the pod has for responses.
 //!
 //! Limitations (documented, not fixed):
 //!
@@ -93,12 +106,16 @@
 //!   received its timeout error. At most [`MAX_WORKERS`] can be stuck at a
 //!   time; when all are, new runs fail at once with
 //!   "jq worker pool exhausted" instead of queueing.
-//! * Collecting a stream into an array (`[range(1e9)]`,
-//!   `[limit(1e9; repeat(1))]`, `[.[] as $x | .[]]`) and builtins whose
-//!   output is proportional to their input (`explode`, `to_entries`,
-//!   `@base64`, `ascii_downcase`, `split`) allocate without a bound other
-//!   than the deadline: memory grows with the timeout and the speed of the
-//!   host. Bounding them needs an allocator that counts per thread.
+//! * Charges are estimates of what a filter builds, not a count of its
+//!   allocations: builtins whose output is proportional to their input
+//!   (`explode`, `@base64`, `ascii_downcase`, `split`) are charged only
+//!   when their results are collected into an array, and values built and
+//!   dropped in a loop that never collects or concatenates (`reduce` with
+//!   `setpath`, objects) are bounded by the deadline alone. Counting every
+//!   allocation needs an allocator that counts per thread.
+//! * `+` in a `reduce` copies its accumulator when jaq holds another
+//!   reference to it, so `reduce range(n) as $x ([]; . + [$x])` takes time
+//!   quadratic in `n`: it stops at the deadline or the budget.
 //! * Values nested very deeply *by the filter itself* (e.g.
 //!   `reduce range(1e6) as $x (.; [.])`, which is fast to build) are dropped
 //!   recursively by jaq's value type, outside any guard, and so are error
@@ -138,7 +155,7 @@ use std::time::Duration;
 use jaq_json::Val;
 use serde_json::Value;
 
-pub use natives::{MAX_INT_BITS, MAX_NUMBER_DIGITS};
+pub use natives::{MAX_INT_BITS, MAX_NUMBER_DIGITS, RESERVE_CHUNK_BYTES};
 
 type Data = jaq_core::data::JustLut<Val>;
 type Filter = jaq_core::Filter<Data>;
@@ -208,6 +225,10 @@ pub enum JqRunError {
     /// The output, as compact JSON, is larger than this many bytes.
     #[error("jq: output is larger than {0} bytes")]
     OutputTooLarge(usize),
+    /// The host's memory budget ([`JqProgram::run_metered`]) refused to
+    /// reserve more than this many bytes the filter had built.
+    #[error("jq: out of memory: the host's memory budget has no room for more than the {} MiB the filter has built", .0.div_ceil(1 << 20))]
+    OutOfMemory(usize),
     /// Anything else: an error the filter raised (`error(...)`, a type
     /// error), no output, a bound other than time and output size
     /// (recursion, nesting, what the filter may build), or no free worker.
@@ -224,9 +245,9 @@ pub struct JqLimits {
     /// Maximum size of the output serialised as compact JSON.
     pub max_output_bytes: usize,
     /// What the run may build with the bounded builtins (see the module
-    /// doc): the total charged by `fromjson`, `tojson`/`tostring`/string
-    /// interpolation and string repetition, and the largest string or
-    /// array `+` may build.
+    /// doc): the total charged by collecting into arrays, `+`,
+    /// `fromjson`, `tojson`/`tostring`/string interpolation and string
+    /// repetition, and the largest string or array `+` may build.
     pub max_alloc_bytes: usize,
 }
 
@@ -275,8 +296,31 @@ impl JqProgram {
     /// scheduling noise); async callers should use `spawn_blocking` or
     /// accept a short block.
     pub fn run_bounded(&self, input: Value, limits: &JqLimits) -> Result<Value, JqRunError> {
-        self.run_on(pool::pool(), input, limits)
+        self.run_on(pool::pool(), input, limits, None)
     }
+
+    /// [`JqProgram::run_bounded`], with what the filter builds reserved
+    /// from `memory` as it goes (in steps of [`RESERVE_CHUNK_BYTES`]): a
+    /// refusal stops the run with [`JqRunError::OutOfMemory`]. `memory` is dropped when the worker is done with the run,
+    /// which may be after this returns (a filter running past its
+    /// timeout); that is when a host should release what it granted.
+    pub fn run_metered(
+        &self,
+        input: Value,
+        limits: &JqLimits,
+        memory: Arc<dyn JqMemory>,
+    ) -> Result<Value, JqRunError> {
+        self.run_on(pool::pool(), input, limits, Some(memory))
+    }
+}
+
+/// The host's memory budget, from which a run reserves what its filter
+/// builds ([`JqProgram::run_metered`]). Called on the worker thread, so it
+/// must not block.
+pub trait JqMemory: Send + Sync {
+    /// Reserves `bytes` more for the run until the handle is dropped;
+    /// false when the budget has no room for them now.
+    fn reserve(&self, bytes: usize) -> bool;
 }
 
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {

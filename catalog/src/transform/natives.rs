@@ -6,7 +6,8 @@
 //! before it runs a filter: natives are plain `fn` pointers, so this is the
 //! only way to reach per-run state from them.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::sync::Arc;
 use std::time::Instant;
 
 use jaq_core::box_iter::box_once;
@@ -16,13 +17,15 @@ use jaq_json::{Num, Val};
 use jaq_std::ValT as _;
 
 use super::sandbox::GUARD;
-use super::{Data, MAX_RECURSION_STACK_BYTES, MAX_VALUE_DEPTH};
+use super::{Data, JqMemory, MAX_RECURSION_STACK_BYTES, MAX_VALUE_DEPTH};
 
 /// Names of the natives that the rewrite in `harden` calls. Like
 /// [`GUARD`], they start with the reserved prefix.
 pub(super) const ADD: &str = "__toolgate_add";
 pub(super) const MUL: &str = "__toolgate_mul";
 pub(super) const TOSTRING: &str = "__toolgate_tostring";
+/// Every element collected into an array (`[f]`) passes through it.
+pub(super) const ELEMENT: &str = "__toolgate_element";
 /// A native that panics, for the tests of the worker's panic handling.
 #[cfg(test)]
 pub(super) const PANIC_FOR_TESTS: &str = "__toolgate_panic";
@@ -47,6 +50,16 @@ pub(super) const HALT_TIMEOUT: i32 = 0x7467_0001;
 pub(super) const HALT_RECURSION: i32 = 0x7467_0002;
 pub(super) const HALT_BUDGET: i32 = 0x7467_0003;
 pub(super) const HALT_VALUE_SIZE: i32 = 0x7467_0004;
+pub(super) const HALT_MEMORY: i32 = 0x7467_0005;
+
+/// What the host is asked for at a time when a run's charges pass what it
+/// has reserved: asking per element would contend on the host's budget.
+pub const RESERVE_CHUNK_BYTES: usize = 1 << 20;
+
+/// What one element of an array costs its array: the slot, twice over
+/// because a growing `Vec` doubles its capacity (and copies into the new
+/// buffer while the old one is still held).
+const SLOT_BYTES: usize = 2 * std::mem::size_of::<Val>();
 
 #[derive(Clone, Copy)]
 struct RunState {
@@ -55,10 +68,14 @@ struct RunState {
     /// Per-value cap and total budget of what the bounded natives build.
     max_alloc: usize,
     alloc_left: usize,
+    /// Bytes the host's [`JqMemory`] has granted this run so far.
+    reserved: usize,
 }
 
 thread_local! {
     static RUN: Cell<Option<RunState>> = const { Cell::new(None) };
+    /// The host's memory budget for the current run, if it has one.
+    static MEMORY: RefCell<Option<Arc<dyn JqMemory>>> = const { RefCell::new(None) };
 }
 
 fn stack_address() -> usize {
@@ -67,19 +84,24 @@ fn stack_address() -> usize {
 }
 
 /// Sets the bounds for runs on this thread until [`end_run`].
-pub(super) fn begin_run(deadline: Instant, max_alloc: usize) {
+pub(super) fn begin_run(deadline: Instant, max_alloc: usize, memory: Option<Arc<dyn JqMemory>>) {
     RUN.with(|r| {
         r.set(Some(RunState {
             deadline,
             stack_base: stack_address(),
             max_alloc,
             alloc_left: max_alloc,
+            reserved: 0,
         }))
     });
+    MEMORY.with(|m| *m.borrow_mut() = memory);
 }
 
 pub(super) fn end_run() {
     RUN.with(|r| r.set(None));
+    // Dropping the host's handle here, not when the next run starts, so
+    // that what it granted goes back as soon as this run is over.
+    MEMORY.with(|m| m.borrow_mut().take());
 }
 
 /// `Err(halt code)` when the run must stop.
@@ -97,15 +119,38 @@ fn check_guard() -> Result<(), i32> {
 }
 
 /// Takes `bytes` from the run's budget, or fails without taking anything.
+/// Past what the host has granted, asks its [`JqMemory`] for more first
+/// ([`RESERVE_CHUNK_BYTES`] at least), so that the run's values live
+/// inside the host's budget and a refusal stops the run, not the process.
 fn charge(bytes: usize) -> Result<(), i32> {
     RUN.with(|r| {
         let Some(mut state) = r.get() else {
             return Ok(());
         };
         state.alloc_left = state.alloc_left.checked_sub(bytes).ok_or(HALT_BUDGET)?;
+        let used = state.max_alloc - state.alloc_left;
+        if used > state.reserved {
+            let want = (used - state.reserved)
+                .max(RESERVE_CHUNK_BYTES)
+                .min(state.max_alloc - state.reserved);
+            let granted = MEMORY.with(|m| match &*m.borrow() {
+                Some(memory) => memory.reserve(want),
+                None => true,
+            });
+            if !granted {
+                return Err(HALT_MEMORY);
+            }
+            state.reserved += want;
+        }
         r.set(Some(state));
         Ok(())
     })
+}
+
+/// What the run has charged so far (for messages).
+pub(super) fn charged() -> usize {
+    RUN.with(Cell::get)
+        .map_or(0, |s| s.max_alloc.saturating_sub(s.alloc_left))
 }
 
 /// Fails if one value of `bytes` would be larger than the run's cap.
@@ -159,6 +204,13 @@ pub(super) fn funs() -> impl Iterator<Item = Fun<Data>> {
         let l = cv.0.pop_var();
         mul(l, r)
     });
+    let element = Native::<Data>::new(|cv| {
+        let cost = element_bytes(&cv.1);
+        match check_guard().and_then(|()| charge(cost)) {
+            Ok(()) => box_once(Ok(cv.1)),
+            Err(code) => halt(code),
+        }
+    });
     let fromjson = Native::<Data>::new(|cv| fromjson(cv.1));
     let tojson = Native::<Data>::new(|cv| to_json_val(&cv.1));
     let tostring = Native::<Data>::new(|cv| match cv.1 {
@@ -174,6 +226,7 @@ pub(super) fn funs() -> impl Iterator<Item = Fun<Data>> {
         ("fromjson", v(0), fromjson),
         ("tojson", v(0), tojson),
         (TOSTRING, v(0), tostring),
+        (ELEMENT, v(0), element),
     ];
     #[cfg(test)]
     let funs = {
@@ -183,6 +236,21 @@ pub(super) fn funs() -> impl Iterator<Item = Fun<Data>> {
         funs
     };
     funs.into_iter()
+}
+
+/// What collecting `v` into an array costs: its slot, plus the top level
+/// of a string, array or object, which builtins such as `explode`,
+/// `ascii_downcase` or `to_entries` build anew for each element. Deeper
+/// levels are not walked: that would cost time per element, and values
+/// shared with the input would be counted again and again.
+fn element_bytes(v: &Val) -> usize {
+    let top = match v {
+        Val::Null | Val::Bool(_) | Val::Num(_) => 0,
+        Val::TStr(s) | Val::BStr(s) => s.len(),
+        Val::Arr(a) => a.len().saturating_mul(SLOT_BYTES),
+        Val::Obj(o) => o.len().saturating_mul(2 * SLOT_BYTES),
+    };
+    SLOT_BYTES.saturating_add(top)
 }
 
 /// jaq's `range/3`, consulting the guard before each element.
@@ -249,7 +317,16 @@ fn add<'a>(l: Val, r: Val) -> ValXs<'a, Val> {
         }
         _ => 0,
     };
-    if let Err(code) = fits(bytes) {
+    // The right side is what the result adds to the left one (which `+`
+    // extends in place when nothing else holds it): charging it bounds
+    // growth in a loop (`reduce range(1e9) as $x ([]; . + [$x])`) without
+    // charging `join`-style concatenation quadratically.
+    let added = match (&l, &r) {
+        (Val::TStr(_) | Val::BStr(_), Val::TStr(b) | Val::BStr(b)) => b.len(),
+        (Val::Arr(_), Val::Arr(b)) => b.len().saturating_mul(SLOT_BYTES),
+        _ => 0,
+    };
+    if let Err(code) = fits(bytes).and_then(|()| charge(added)) {
         return halt(code);
     }
     if let Some((x, y)) = as_floats_if_huge(&l, &r, |x, y| x.max(y) + 1) {

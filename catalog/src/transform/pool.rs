@@ -12,8 +12,8 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::{
-    natives, panic_text, sandbox, Compiled, JqLimits, JqProgram, JqRunError, BIG_STACK_BYTES,
-    MAX_WORKERS,
+    natives, panic_text, sandbox, Compiled, JqLimits, JqMemory, JqProgram, JqRunError,
+    BIG_STACK_BYTES, MAX_WORKERS,
 };
 
 impl JqProgram {
@@ -24,6 +24,7 @@ impl JqProgram {
         pool: &'static Pool,
         input: Value,
         limits: &JqLimits,
+        memory: Option<Arc<dyn JqMemory>>,
     ) -> Result<Value, JqRunError> {
         let deadline = Instant::now() + limits.timeout;
         let (reply, result) = mpsc::sync_channel(1);
@@ -32,6 +33,7 @@ impl JqProgram {
             input,
             limits: *limits,
             deadline,
+            memory,
             reply,
         };
         pool.submit(job)?;
@@ -51,6 +53,9 @@ struct Job {
     input: Value,
     limits: JqLimits,
     deadline: Instant,
+    /// Held until the worker is done with the job, so that what it grants
+    /// stays reserved while a filter runs on past its caller's timeout.
+    memory: Option<Arc<dyn JqMemory>>,
     reply: mpsc::SyncSender<Result<Value, JqRunError>>,
 }
 
@@ -140,7 +145,13 @@ impl Pool {
                 Err(JqRunError::Timeout(job.limits.timeout))
             } else {
                 let run = std::panic::AssertUnwindSafe(|| {
-                    sandbox::execute(&job.program.filter, job.input, &job.limits, job.deadline)
+                    sandbox::execute(
+                        &job.program.filter,
+                        job.input,
+                        &job.limits,
+                        job.deadline,
+                        job.memory,
+                    )
                 });
                 std::panic::catch_unwind(run).unwrap_or_else(|panic| {
                     Err(JqRunError::Failed(format!(
@@ -184,18 +195,20 @@ mod tests {
         let pool: &'static Pool = Box::leak(Box::new(Pool::new(1)));
         let slow = JqProgram::compile("reduce .[] as $x (0; . + $x)").unwrap();
         let input = Value::Array(vec![json!(1); 2_000_000]);
-        let err = slow.run_on(pool, input, &short(200)).unwrap_err();
+        let err = slow.run_on(pool, input, &short(200), None).unwrap_err();
         assert!(matches!(err, JqRunError::Timeout(_)), "{err}");
         std::thread::sleep(Duration::from_millis(5));
         let started = Instant::now();
         let quick = JqProgram::compile(".").unwrap();
-        let err = quick.run_on(pool, json!(1), &short(10_000)).unwrap_err();
+        let err = quick
+            .run_on(pool, json!(1), &short(10_000), None)
+            .unwrap_err();
         assert!(err.to_string().contains("pool exhausted"), "{err}");
         assert!(started.elapsed() < Duration::from_millis(100));
         // Once the stuck filter finishes, the worker serves again.
         let mut last = Err(JqRunError::Failed(String::new()));
         for _ in 0..600 {
-            last = quick.run_on(pool, json!(1), &short(10_000));
+            last = quick.run_on(pool, json!(1), &short(10_000), None);
             if last.is_ok() {
                 break;
             }
@@ -215,12 +228,12 @@ mod tests {
             }),
         };
         let err = panicking
-            .run_on(pool, json!(null), &short(5000))
+            .run_on(pool, json!(null), &short(5000), None)
             .unwrap_err();
         assert!(err.to_string().contains("panicked"), "{err}");
         assert!(err.to_string().contains("a panic for tests"), "{err}");
         let quick = JqProgram::compile(".").unwrap();
-        let out = quick.run_on(pool, json!(1), &short(5000));
+        let out = quick.run_on(pool, json!(1), &short(5000), None);
         assert_eq!(out.unwrap(), json!(1));
     }
 }

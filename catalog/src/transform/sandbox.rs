@@ -4,7 +4,7 @@
 //! and one run of a compiled filter within its [`JqLimits`] on the
 //! current thread (the worker's; see [`super::pool`]).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use jaq_core::load::parse::Def;
@@ -15,8 +15,9 @@ use jaq_json::Val;
 use serde_json::Value;
 
 use super::{
-    convert, harden, natives, panic_text, Data, Filter, JqCompileError, JqLimits, JqRunError,
-    BIG_STACK_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_PROGRAM_BYTES, MAX_RECURSION_STACK_BYTES,
+    convert, harden, natives, panic_text, Data, Filter, JqCompileError, JqLimits, JqMemory,
+    JqRunError, BIG_STACK_BYTES, MAX_ERROR_MESSAGE_BYTES, MAX_PROGRAM_BYTES,
+    MAX_RECURSION_STACK_BYTES,
 };
 
 /// Prefix of the names the rewrite adds; programs may not mention it, so
@@ -257,9 +258,10 @@ pub(super) fn execute(
     input: Value,
     limits: &JqLimits,
     deadline: Instant,
+    memory: Option<Arc<dyn JqMemory>>,
 ) -> Result<Value, JqRunError> {
     let input = convert::to_val(input, 0)?;
-    natives::begin_run(deadline, limits.max_alloc_bytes);
+    natives::begin_run(deadline, limits.max_alloc_bytes, memory);
     let ctx = Ctx::<Data>::new(&filter.lut, Vars::new([]));
     let first = filter.id.run((ctx, input)).next();
     let out = match first {
@@ -283,9 +285,10 @@ fn exn_error(exn: Exn<'_, Val>, limits: &JqLimits) -> JqRunError {
             MAX_RECURSION_STACK_BYTES >> 20
         ),
         Ok(natives::HALT_BUDGET) => format!(
-            "the filter built more than {built} bytes with fromjson, tojson, tostring, \
-             string interpolation and string repetition (the run's budget)"
+            "the filter built more than {built} bytes (arrays, concatenation, fromjson, \
+             tojson, tostring, string interpolation and repetition; the run's budget)"
         ),
+        Ok(natives::HALT_MEMORY) => return JqRunError::OutOfMemory(natives::charged()),
         Ok(natives::HALT_VALUE_SIZE) => {
             format!("the filter would build a string or array larger than {built} bytes")
         }

@@ -111,12 +111,17 @@ fn doubling_a_string_or_an_array_with_plus_stops_at_the_cap() {
         "reduce range(64) as $x ([1]; . + .)",
         r#"reduce range(64) as $x ("x"; . += .)"#,
     ] {
+        // One value past the cap, or the appended halves past the run's
+        // budget: whichever comes first.
         let msg = failed(src, json!(null));
-        assert!(msg.contains("larger than 67108864 bytes"), "{src}: {msg}");
+        assert!(
+            msg.contains("larger than 67108864 bytes") || msg.contains("built more than 67108864"),
+            "{src}: {msg}"
+        );
     }
-    // Concatenation in a loop is capped per value, not charged: `join`
-    // builds 2000 intermediate strings (10 MB in all) under a 64 KiB
-    // budget.
+    // Concatenation in a loop is charged what it appends, not each
+    // intermediate value: `join` builds 2000 intermediate strings (10 MB
+    // in all) under a 64 KiB budget.
     let parts: Vec<String> = (0..2000).map(|i| format!("{i:05}")).collect();
     let join = JqProgram::compile(r#"join("") | length"#).unwrap();
     let out = join.run_bounded(json!(parts), &with_alloc(64 << 10));
@@ -243,4 +248,127 @@ fn tojson_tostring_and_interpolation_write_what_jaq_writes() {
     for (src, input, want) in cases {
         assert_eq!(run(src, input).unwrap(), want, "{src}");
     }
+}
+
+/// A host budget of a fixed size that records what it granted.
+struct Meter {
+    room: std::sync::atomic::AtomicUsize,
+    granted: std::sync::atomic::AtomicUsize,
+}
+
+impl Meter {
+    fn new(room: usize) -> std::sync::Arc<Meter> {
+        std::sync::Arc::new(Meter {
+            room: room.into(),
+            granted: 0.into(),
+        })
+    }
+}
+
+impl JqMemory for Meter {
+    fn reserve(&self, bytes: usize) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        let ok = self
+            .room
+            .fetch_update(SeqCst, SeqCst, |r| r.checked_sub(bytes))
+            .is_ok();
+        if ok {
+            self.granted.fetch_add(bytes, SeqCst);
+        }
+        ok
+    }
+}
+
+#[test]
+fn collecting_a_huge_stream_into_an_array_stops_at_the_budget_not_the_deadline() {
+    // Behind a condition on the data, so that compile-time dry runs on
+    // other data never meet it; before, it grew until the deadline (183 MB
+    // in one second) and a few at once took the pod.
+    let src = "if .big then [range(1e9)] | length else . end";
+    let program = JqProgram::compile(src).unwrap();
+    let limits = JqLimits {
+        timeout: std::time::Duration::from_secs(60),
+        ..with_alloc(8 << 20)
+    };
+    let err = program
+        .run_bounded(json!({"big": true}), &limits)
+        .unwrap_err();
+    let JqRunError::Failed(msg) = &err else {
+        panic!("{err:?}")
+    };
+    assert!(msg.contains("built more than 8388608 bytes"), "{msg}");
+    assert!(msg.contains("arrays"), "{msg}");
+    let ok = program.run_bounded(json!({"big": false}), &limits);
+    assert_eq!(ok.unwrap(), json!({"big": false}));
+    // Other ways of collecting a stream, including over the input and
+    // through the library's definitions (`map`, `limit`, `repeat`).
+    for (src, input) in [
+        ("[limit(1e9; repeat(1))] | length", json!(null)),
+        (
+            "[.[] as $x | .[] as $y | .[]] | length",
+            json!(vec![0; 300]),
+        ),
+        ("[range(1e9)] | map(. + 1) | length", json!(null)),
+        ("[range(1e9) | tostring] | length", json!(null)),
+    ] {
+        let err = JqProgram::compile(src)
+            .unwrap()
+            .run_bounded(input, &limits)
+            .unwrap_err();
+        assert!(err.to_string().contains("built more than"), "{src}: {err}");
+    }
+    // Ordinary collecting within the budget still works.
+    let out = run("[range(100000)] | map(. * 2) | add", json!(null));
+    assert_eq!(out.unwrap(), json!(9_999_900_000u64));
+}
+
+#[test]
+fn a_run_reserves_what_it_builds_from_the_host_and_stops_when_refused() {
+    let limits = JqLimits {
+        timeout: std::time::Duration::from_secs(60),
+        ..JqLimits::DEFAULT
+    };
+    // The host has 4 MiB: far less than the run's own 64 MiB cap.
+    let meter = Meter::new(4 << 20);
+    let program = JqProgram::compile("[range(1e9)] | length").unwrap();
+    let err = program
+        .run_metered(json!(null), &limits, meter.clone())
+        .unwrap_err();
+    let JqRunError::OutOfMemory(built) = err else {
+        panic!("{err:?}")
+    };
+    assert!(built > 3 << 20 && built <= 4 << 20, "{built}");
+    assert!(err.to_string().contains("memory budget"), "{err}");
+    use std::sync::atomic::Ordering::SeqCst;
+    assert_eq!(meter.granted.load(SeqCst), 4 << 20);
+    // Small runs reserve one chunk, and nothing without building.
+    let meter = Meter::new(64 << 20);
+    let out = JqProgram::compile("[range(10)] | length")
+        .unwrap()
+        .run_metered(json!(null), &limits, meter.clone());
+    assert_eq!(out.unwrap(), json!(10));
+    assert_eq!(meter.granted.load(SeqCst), RESERVE_CHUNK_BYTES);
+    let meter = Meter::new(0);
+    let out =
+        JqProgram::compile(".a")
+            .unwrap()
+            .run_metered(json!({"a": 1}), &limits, meter.clone());
+    assert_eq!(out.unwrap(), json!(1));
+}
+
+#[test]
+fn the_host_handle_is_released_when_the_run_ends() {
+    let meter = Meter::new(64 << 20);
+    let program = JqProgram::compile("[range(10)]").unwrap();
+    program
+        .run_metered(json!(null), &JqLimits::DEFAULT, meter.clone())
+        .unwrap();
+    // The worker drops its handle after replying; give it a moment.
+    for _ in 0..200 {
+        if std::sync::Arc::strong_count(&meter) == 1 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("the worker still holds the host's memory handle");
 }

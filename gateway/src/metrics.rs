@@ -308,6 +308,9 @@ pub enum DenialReason {
     Expired,
     /// The credentials could not be checked (the IdP is unreachable).
     Unavailable,
+    /// Checking them would have asked the IdP past the introspection
+    /// limits (`maxConcurrentRequests`, `maxRequestsPerSecond`).
+    Throttled,
 }
 
 label_value!(DenialReason,
@@ -315,6 +318,7 @@ label_value!(DenialReason,
     Invalid => "invalid",
     Expired => "expired",
     Unavailable => "unavailable",
+    Throttled => "throttled",
 );
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -465,6 +469,7 @@ impl Metrics {
             DenialReason::Invalid,
             DenialReason::Expired,
             DenialReason::Unavailable,
+            DenialReason::Throttled,
         ] {
             let _ = auth_denials.get_or_create(&DenialLabels { reason });
         }

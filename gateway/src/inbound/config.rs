@@ -13,6 +13,9 @@
 //!     url: https://login.example.com/introspect
 //!     clientId: toolgate
 //!     clientSecret: {file: /var/run/toolgate/introspection/clientSecret}
+//!     # audiences: [toolgate]                # default: [resource]
+//!     # requireAudience: false               # true: an answer without aud is refused
+//!     # issuer: https://login.example.com    # when set, a present `iss` must equal it
 //!   defaultAccess: allow                     # upstreams without `access`
 //! ```
 //!
@@ -32,6 +35,18 @@ pub const DEFAULT_INTROSPECTION_CACHE_SECONDS: u64 = 300;
 /// Default shortest time between two JWKS fetches of one issuer caused by
 /// a token whose `kid` the cached keys lack.
 pub const DEFAULT_JWKS_MIN_REFETCH_SECONDS: u64 = 10;
+/// Default age at which an issuer's keys are fetched again in the
+/// background (they keep serving meanwhile): a key removed from the JWKS
+/// is refused at most this long plus one fetch after its removal.
+pub const DEFAULT_JWKS_REFRESH_SECONDS: u64 = 300;
+/// Default most introspection requests in flight at once.
+pub const DEFAULT_INTROSPECTION_MAX_CONCURRENT: u32 = 16;
+/// Default most introspection requests per second (also the burst).
+pub const DEFAULT_INTROSPECTION_MAX_PER_SECOND: u32 = 20;
+/// Default longest token sent to introspection.
+pub const DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES: usize = 4096;
+/// Default most cached active answers (inactive ones: as many again, apart).
+pub const DEFAULT_INTROSPECTION_CACHE_ENTRIES: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
@@ -57,6 +72,9 @@ pub struct InboundConfig {
     /// `kid`s cannot make the gateway hammer the issuer. Default
     /// [`DEFAULT_JWKS_MIN_REFETCH_SECONDS`].
     pub jwks_min_refetch_seconds: u64,
+    /// Age at which an issuer's keys are fetched again, in the background
+    /// while they keep serving. Default [`DEFAULT_JWKS_REFRESH_SECONDS`].
+    pub jwks_refresh_seconds: u64,
 }
 
 impl Default for InboundConfig {
@@ -71,6 +89,7 @@ impl Default for InboundConfig {
             scopes_supported: Vec::new(),
             default_access: DefaultAccess::Allow,
             jwks_min_refetch_seconds: DEFAULT_JWKS_MIN_REFETCH_SECONDS,
+            jwks_refresh_seconds: DEFAULT_JWKS_REFRESH_SECONDS,
         }
     }
 }
@@ -130,13 +149,38 @@ impl InboundConfig {
                 return Err(bad("inbound.apiKeys.file".into(), "must not be empty"));
             }
         }
+        if self.jwks_refresh_seconds == 0 {
+            return Err(bad(
+                "inbound.jwksRefreshSeconds".into(),
+                "must be at least 1",
+            ));
+        }
         if let Some(i) = &self.introspection {
-            http_url(&i.url).map_err(|m| bad("inbound.introspection.url".into(), &m))?;
+            let field = |f: &str| format!("inbound.introspection.{f}");
+            http_url(&i.url).map_err(|m| bad(field("url"), &m))?;
             if i.client_id.is_empty() {
+                return Err(bad(field("clientId"), "must not be empty"));
+            }
+            if i.audiences.iter().any(String::is_empty) {
+                return Err(bad(field("audiences"), "must not list an empty audience"));
+            }
+            if i.issuer.as_ref().is_some_and(String::is_empty) {
+                return Err(bad(field("issuer"), "must not be empty"));
+            }
+            if i.max_concurrent_requests == 0 {
+                return Err(bad(field("maxConcurrentRequests"), "must be at least 1"));
+            }
+            if i.max_requests_per_second == 0 {
+                return Err(bad(field("maxRequestsPerSecond"), "must be at least 1"));
+            }
+            if i.max_token_bytes == 0 || i.max_token_bytes > super::MAX_TOKEN_BYTES {
                 return Err(bad(
-                    "inbound.introspection.clientId".into(),
-                    "must not be empty",
+                    field("maxTokenBytes"),
+                    &format!("must be between 1 and {}", super::MAX_TOKEN_BYTES),
                 ));
+            }
+            if i.cache_max_entries == 0 {
+                return Err(bad(field("cacheMaxEntries"), "must be at least 1"));
             }
         }
         for (f, v) in [
@@ -199,10 +243,57 @@ pub struct IntrospectionConfig {
     /// [`DEFAULT_INTROSPECTION_CACHE_SECONDS`].
     #[serde(default = "default_introspection_cache")]
     pub cache_ttl_seconds: u64,
+    /// An active answer's `aud` (a string or a list) must name one of
+    /// these. Empty (the default): the gateway's `resource`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub audiences: Vec<String>,
+    /// Whether an active answer without `aud` is refused. Default `false`:
+    /// RFC 7662 makes `aud` optional and many identity providers leave it
+    /// out of their answers; set it when yours always sends one.
+    #[serde(default)]
+    pub require_audience: bool,
+    /// When set, an answer's `iss`, if it has one, must equal it (and it
+    /// is the issuer of callers whose answer has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// Most requests to the endpoint in flight at once; past it a token
+    /// not cached is answered 503 with `Retry-After`. Default
+    /// [`DEFAULT_INTROSPECTION_MAX_CONCURRENT`].
+    #[serde(default = "default_introspection_concurrency")]
+    pub max_concurrent_requests: u32,
+    /// Most requests to the endpoint per second, and the burst; past it
+    /// likewise 503. Default [`DEFAULT_INTROSPECTION_MAX_PER_SECOND`].
+    #[serde(default = "default_introspection_rate")]
+    pub max_requests_per_second: u32,
+    /// Longer tokens are refused without asking the endpoint. Default
+    /// [`DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES`].
+    #[serde(default = "default_introspection_token_bytes")]
+    pub max_token_bytes: usize,
+    /// Most active answers cached; inactive answers are cached apart, as
+    /// many at most, so they never push active ones out. Default
+    /// [`DEFAULT_INTROSPECTION_CACHE_ENTRIES`].
+    #[serde(default = "default_introspection_entries")]
+    pub cache_max_entries: usize,
 }
 
 fn default_introspection_cache() -> u64 {
     DEFAULT_INTROSPECTION_CACHE_SECONDS
+}
+
+fn default_introspection_concurrency() -> u32 {
+    DEFAULT_INTROSPECTION_MAX_CONCURRENT
+}
+
+fn default_introspection_rate() -> u32 {
+    DEFAULT_INTROSPECTION_MAX_PER_SECOND
+}
+
+fn default_introspection_token_bytes() -> usize {
+    DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES
+}
+
+fn default_introspection_entries() -> usize {
+    DEFAULT_INTROSPECTION_CACHE_ENTRIES
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,6 +353,23 @@ mod tests {
                 "{r}\nintrospection: {{url: nope, clientId: c, clientSecret: {{value: s}}}}"
             )),
             "inbound.introspection.url"
+        );
+        let i = "introspection: {url: 'https://i/x', clientId: c, clientSecret: {value: s}";
+        assert_eq!(
+            field_of(&format!("{r}\n{i}, maxRequestsPerSecond: 0}}")),
+            "inbound.introspection.maxRequestsPerSecond"
+        );
+        assert_eq!(
+            field_of(&format!("{r}\n{i}, maxTokenBytes: 100000}}")),
+            "inbound.introspection.maxTokenBytes"
+        );
+        assert_eq!(
+            field_of(&format!("{r}\n{i}, audiences: ['']}}")),
+            "inbound.introspection.audiences"
+        );
+        assert_eq!(
+            field_of(&format!("{jwt}\n{r}\njwksRefreshSeconds: 0")),
+            "inbound.jwksRefreshSeconds"
         );
     }
 

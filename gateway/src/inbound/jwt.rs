@@ -185,6 +185,7 @@ impl JwtVerifier {
         issuers: &[JwtIssuer],
         leeway: u64,
         min_refetch: Duration,
+        refresh: Duration,
         client: reqwest::Client,
     ) -> Result<Self, super::config::InvalidField> {
         let mut out = Vec::new();
@@ -201,7 +202,13 @@ impl JwtVerifier {
             out.push(Issuer {
                 issuer: j.issuer.clone(),
                 audiences: j.audiences.clone(),
-                keys: KeySource::new(j.issuer.clone(), jwks_url, min_refetch, client.clone()),
+                keys: KeySource::new(
+                    j.issuer.clone(),
+                    jwks_url,
+                    min_refetch,
+                    refresh,
+                    client.clone(),
+                ),
             });
         }
         Ok(JwtVerifier {

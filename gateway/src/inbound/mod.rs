@@ -143,6 +143,9 @@ enum Failure {
     Invalid { expired: bool, detail: String },
     /// They could not be checked (the IdP is unreachable).
     Unavailable(String),
+    /// They could not be checked now without asking the IdP more than
+    /// the introspection limits allow; retry after this long.
+    Throttled(std::time::Duration),
 }
 
 impl Inbound {
@@ -177,6 +180,7 @@ impl Inbound {
                 &cfg.jwt,
                 cfg.leeway_seconds,
                 std::time::Duration::from_secs(cfg.jwks_min_refetch_seconds),
+                std::time::Duration::from_secs(cfg.jwks_refresh_seconds),
                 client.clone(),
             )?)
         };
@@ -188,7 +192,7 @@ impl Inbound {
             None => None,
         };
         let introspection = match &cfg.introspection {
-            Some(i) => Some(Introspector::new(i, client)?),
+            Some(i) => Some(Introspector::new(i, &resource, client)?),
             None => None,
         };
         let servers = cfg.jwt.iter().map(|j| j.issuer.clone()).collect();
@@ -279,11 +283,14 @@ impl Methods {
                     method: AuthMethod::Introspection,
                     token: Some(BearerToken::new(token)),
                 }),
-                introspection::Verdict::Inactive => Err(invalid("introspection: inactive")),
+                introspection::Verdict::Refused(why) => {
+                    Err(invalid(&format!("introspection: {why}")))
+                }
                 introspection::Verdict::Unavailable(e) => {
                     tracing::warn!(error = %e, "token introspection failed");
                     Err(Failure::Unavailable(format!("introspection: {e}")))
                 }
+                introspection::Verdict::Throttled(after) => Err(Failure::Throttled(after)),
             };
         }
         Err(invalid(if jwt::looks_like_jwt(token) {
@@ -360,6 +367,13 @@ impl Methods {
             Failure::Invalid { expired: true, .. } => DenialReason::Expired,
             Failure::Invalid { .. } => DenialReason::Invalid,
             Failure::Unavailable(_) => DenialReason::Unavailable,
+            Failure::Throttled(_) => DenialReason::Throttled,
+        };
+        let retry_after = match &f {
+            // Whole seconds (RFC 9110 §10.2.3), never 0: "now" would make
+            // clients hammer.
+            Failure::Throttled(d) => HeaderValue::from(d.as_secs_f64().ceil().max(1.0) as u64),
+            _ => HeaderValue::from_static(UNAVAILABLE_RETRY_AFTER),
         };
         let (status, challenge, body) = match f {
             Failure::Missing => {
@@ -383,6 +397,15 @@ impl Methods {
                     json!({"error": "invalid_token", "error_description": d}),
                 )
             }
+            Failure::Throttled(_) => {
+                tracing::debug!("credentials cannot be checked now: introspection limits");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    None,
+                    json!({"error": "temporarily_unavailable",
+                           "error_description": "credentials cannot be checked now; retry later"}),
+                )
+            }
             Failure::Unavailable(detail) => {
                 tracing::debug!(reason = %detail, "credentials cannot be checked now");
                 (
@@ -399,10 +422,8 @@ impl Methods {
         if let Some(c) = challenge {
             r.headers_mut().insert(http::header::WWW_AUTHENTICATE, c);
         } else {
-            r.headers_mut().insert(
-                http::header::RETRY_AFTER,
-                HeaderValue::from_static(UNAVAILABLE_RETRY_AFTER),
-            );
+            r.headers_mut()
+                .insert(http::header::RETRY_AFTER, retry_after);
         }
         r
     }

@@ -26,6 +26,9 @@ mod edge;
 mod exchange;
 /// Issue 13's compile rules as the client and the upstream see them.
 mod fidelity;
+/// The identity provider as an attack surface: introspection audience and
+/// amplification, a slow or oversized JWKS.
+mod idp_hardening;
 /// Inbound authentication against the test identity provider.
 mod inbound;
 /// Before rmcp: Host, body limit, JSON-RPC errors, the session cap.

@@ -33,6 +33,8 @@ mod idp_hardening;
 mod inbound;
 /// Before rmcp: Host, body limit, JSON-RPC errors, the session cap.
 mod intake;
+/// Runtime jq within the response memory budget, on the real binary.
+mod jq_budget;
 /// `serve --kube`: the published catalog in a (fake) cluster.
 mod kube;
 /// Per-caller rate limits, `Mcp-Method`/`Mcp-Name`, forwardIdentity.

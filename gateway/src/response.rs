@@ -37,7 +37,8 @@
 //! the same bytes, rendered twice as the message streams out. A transform
 //! is charged [`TREES_PER_JQ_INPUT`] times the estimated tree of its input
 //! before the tree is built, and fails naming the budget if that is more
-//! than the budget holds.
+//! than the budget holds; what the filter builds while it runs is reserved
+//! from the same budget as it goes ([`crate::transform`]).
 //!
 //! What the client receives is the upstream's JSON without insignificant
 //! whitespace, numbers and escapes as the upstream wrote them (serde_json

@@ -1,7 +1,10 @@
 //! What a request to an MCP endpoint passes before rmcp sees it, in order:
 //!
 //! 1. **Host and Origin** (DNS-rebinding protection), from the headers
-//!    alone: a refused request's body is never read.
+//!    alone: a refused request's body is not read for the check (see
+//!    [`keep_alive_after_refusal`] for what happens to it after).
+//!    Then **the session's owner**: a session id of another caller is
+//!    answered 404, as an unknown session ([`crate::session`]).
 //! 2. **The body**, read as it streams and never past
 //!    [`DEFAULT_MAX_REQUEST_BODY_BYTES`] (`serve --max-request-body-bytes`):
 //!    a larger `Content-Length` is refused unread, a longer stream is cut
@@ -12,7 +15,9 @@
 //!    answer HTTP 415 to the first two and `-32601 Method not found` to the
 //!    last, as its message type falls back to "custom request" for them.
 //! 4. **A session slot** ([`SessionLimit`]) for `initialize` and for a
-//!    session this replica must restore: `503` when the replica is full.
+//!    session this replica must restore: `503` when the replica is full,
+//!    or when the caller holds its quota and none of its sessions is idle
+//!    (else its least recently used idle session is closed for this one).
 //!
 //! rmcp then serves the request from the bytes read here. `DELETE` of a
 //! session answers `200 OK` (rmcp says `202`, which the official Python
@@ -23,6 +28,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -42,7 +48,7 @@ use tracing::Instrument;
 
 use crate::inbound::Caller;
 use crate::server::{with_request_caller, McpService};
-use crate::session::{Intake, ReplicaSessions, SessionLimit};
+use crate::session::{CallerKey, Intake, Refused, ReplicaSessions, Reservation, SessionLimit};
 
 /// Default cap on an MCP request body: 4 MiB (rmcp's own default).
 /// `toolgate serve --max-request-body-bytes` (`TOOLGATE_MAX_REQUEST_BODY_BYTES`).
@@ -68,31 +74,42 @@ pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &ep.config) {
         return r;
     }
+    let caller = CallerKey::of(req.extensions());
     let session_id = req
         .headers()
         .get(SESSION_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    if let Some(sid) = &session_id {
+        if !ep.sessions.admits(sid, &caller) {
+            return session_not_found();
+        }
+    }
     match *req.method() {
         Method::POST => {}
         Method::DELETE => {
             // NB: rmcp answers a session DELETE with 202; the official
             // SDKs treat anything but 200 as a failed termination and log
             // it on every exit (issue 10, defect 4).
-            let mut resp = call(ep, Intake::new(None, None), req).await;
+            let mut resp = call(ep, Intake::new(None, caller, None), req).await;
             if resp.status() == StatusCode::ACCEPTED {
                 *resp.status_mut() = StatusCode::OK;
             }
             return resp;
         }
         Method::GET => {
-            let slot = match session_slot(ep, session_id.as_deref(), None, None).await {
+            // A listening stream is no running request: the session stays
+            // idle, as rmcp's idle expiry sees it.
+            if let Some(a) = session_id.as_deref().and_then(|s| ep.sessions.activity(s)) {
+                a.touch();
+            }
+            let slot = match session_slot(ep, &caller, session_id.as_deref(), None, None).await {
                 Ok(s) => s,
                 Err(r) => return r,
             };
-            return call(ep, Intake::new(None, slot), req).await;
+            return call(ep, Intake::new(None, caller, slot), req).await;
         }
-        _ => return call(ep, Intake::new(None, None), req).await,
+        _ => return call(ep, Intake::new(None, caller, None), req).await,
     }
     let (parts, body) = req.into_parts();
     let bytes = match read_body(body, &parts.headers, ep.config.max_request_body_bytes).await {
@@ -127,14 +144,44 @@ pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {
         }
         _ => (None, None),
     };
-    let slot = match session_slot(ep, session_id.as_deref(), params.as_ref(), id).await {
+    // Running until its response ends: the session is not idle, and a
+    // new session of the same caller must not close it.
+    let mut busy = session_id
+        .as_deref()
+        .and_then(|s| ep.sessions.activity(s))
+        .map(|a| a.busy());
+    let slot = match session_slot(ep, &caller, session_id.as_deref(), params.as_ref(), id).await {
         Ok(s) => s,
         Err(r) => return r,
     };
     let req = Request::from_parts(parts, Body::from(bytes));
-    call(ep, Intake::new(params, slot), req)
+    let resp = call(ep, Intake::new(params, caller, slot), req)
         .instrument(span)
-        .await
+        .await;
+    if busy.is_none() {
+        // Restored by this request.
+        busy = session_id
+            .as_deref()
+            .and_then(|s| ep.sessions.activity(s))
+            .map(|a| a.busy());
+    }
+    match busy {
+        Some(guard) => {
+            let (parts, body) = resp.into_parts();
+            let body = body.map_frame(move |f| {
+                let _running = &guard;
+                f
+            });
+            Response::from_parts(parts, Body::new(body))
+        }
+        None => resp,
+    }
+}
+
+/// What rmcp answers for a session it does not know, so that a session of
+/// another caller cannot be told from one that does not exist.
+fn session_not_found() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
 }
 
 async fn call(ep: &McpEndpoint, intake: Intake, req: Request) -> Response {
@@ -155,14 +202,15 @@ fn with_payloads(r: Response) -> Response {
     Response::from_parts(parts, Body::new(crate::payload::Spliced::new(body)))
 }
 
-/// Reserves a session slot when this request opens a session (a
-/// session-less `initialize`) or makes rmcp restore one.
+/// Reserves a session slot for `caller` when this request opens a session
+/// (a session-less `initialize`) or makes rmcp restore one.
 async fn session_slot(
     ep: &McpEndpoint,
+    caller: &CallerKey,
     session_id: Option<&str>,
     initialize: Option<&InitializeRequestParams>,
     id: Option<RequestId>,
-) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Response> {
+) -> Result<Option<Reservation>, Response> {
     let opens = match session_id {
         None => initialize.is_some(),
         Some(sid) => ep.sessions.would_restore(sid).await,
@@ -170,21 +218,18 @@ async fn session_slot(
     if !opens {
         return Ok(None);
     }
-    let limit = ep.sessions.limit();
-    match limit.try_reserve() {
-        Some(slot) => Ok(Some(slot)),
-        None => Err(full(limit, id)),
+    match ep.sessions.reserve(caller).await {
+        Ok(slot) => Ok(Some(slot)),
+        Err(why) => Err(refused(ep.sessions.limit(), why, id)),
     }
 }
 
-fn full(limit: &SessionLimit, id: Option<RequestId>) -> Response {
-    limit.note_refusal();
-    let mut r = jsonrpc_error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        id,
-        SERVER_ERROR,
-        limit.full_message(),
-    );
+fn refused(limit: &SessionLimit, why: Refused, id: Option<RequestId>) -> Response {
+    let message = match why {
+        Refused::Full => limit.full_message(),
+        Refused::Quota => limit.quota_message(),
+    };
+    let mut r = jsonrpc_error(StatusCode::SERVICE_UNAVAILABLE, id, SERVER_ERROR, message);
     r.headers_mut().insert(
         http::header::RETRY_AFTER,
         HeaderValue::from_static(FULL_RETRY_AFTER),
@@ -323,6 +368,135 @@ fn jsonrpc_error(
         body,
     )
         .into_response()
+}
+
+// --- Keep-alive after a refusal --------------------------------------------
+
+/// Most request body bytes read and discarded after a response that did
+/// not read them (a refusal), so the connection can carry the next request.
+pub const DRAIN_MAX_BYTES: usize = 64 * 1024;
+/// Longest wait for the rest of such a body.
+const DRAIN_TIME: Duration = Duration::from_secs(1);
+
+/// Keeps an HTTP/1 connection usable after a response that left the
+/// request body unread (401, 403, 404, 400, 413 … before the body): hyper
+/// then closes the connection if the rest of the body is not already in
+/// its buffer, without saying so, and the client's next request on it
+/// fails ("server disconnected"; a client that sends the body a moment
+/// after the headers loses every one). So the rest of a small body
+/// (up to [`DRAIN_MAX_BYTES`], within a second) is read and discarded
+/// before the response goes; a larger or slower one, or one the client
+/// holds back for `Expect: 100-continue`, is not read and the response
+/// says `Connection: close`. HTTP/2 resets the stream alone.
+pub async fn keep_alive_after_refusal(req: Request, next: axum::middleware::Next) -> Response {
+    if req.version() >= http::Version::HTTP_2 {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    if http_body::Body::is_end_stream(&body) {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let holds_back = parts
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let slot = Arc::new(std::sync::Mutex::new(Lent {
+        body: Some(body),
+        ended: false,
+    }));
+    let req = Request::from_parts(parts, Body::new(Borrowed(slot.clone())));
+    let mut res = next.run(req).await;
+    let rest = {
+        let mut lent = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if lent.ended {
+            None
+        } else {
+            lent.body.take()
+        }
+    };
+    let Some(rest) = rest else {
+        return res;
+    };
+    if http_body::Body::is_end_stream(&rest) {
+        return res;
+    }
+    let drained =
+        !holds_back && declared.is_none_or(|n| n <= DRAIN_MAX_BYTES as u64) && drain(rest).await;
+    if !drained {
+        res.headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    res
+}
+
+/// Reads and discards `body` to its end; `false` past the byte or time
+/// bound, or on an error.
+async fn drain(body: Body) -> bool {
+    let read = async {
+        let mut body = body;
+        let mut seen = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else {
+                return false;
+            };
+            if let Some(data) = frame.data_ref() {
+                seen += data.len();
+                if seen > DRAIN_MAX_BYTES {
+                    return false;
+                }
+            }
+        }
+        true
+    };
+    tokio::time::timeout(DRAIN_TIME, read)
+        .await
+        .unwrap_or(false)
+}
+
+/// The request body, lent to the handler: what it leaves unread comes
+/// back to [`keep_alive_after_refusal`].
+struct Lent {
+    body: Option<Body>,
+    ended: bool,
+}
+
+struct Borrowed(Arc<std::sync::Mutex<Lent>>);
+
+impl http_body::Body for Borrowed {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let mut lent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(body) = lent.body.as_mut() else {
+            return std::task::Poll::Ready(None);
+        };
+        let polled = std::pin::Pin::new(body).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) {
+            lent.ended = true;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let lent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        lent.ended || lent.body.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let lent = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        lent.body
+            .as_ref()
+            .map_or_else(|| http_body::SizeHint::with_exact(0), |b| b.size_hint())
+    }
 }
 
 // --- Host and Origin ------------------------------------------------------

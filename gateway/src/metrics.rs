@@ -357,6 +357,25 @@ struct DenialLabels {
     reason: DenialReason,
 }
 
+/// Why a session was refused or evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum SessionReason {
+    /// The replica holds `--max-sessions`.
+    ReplicaFull,
+    /// The caller holds `--max-sessions-per-caller`.
+    CallerQuota,
+}
+
+label_value!(SessionReason,
+    ReplicaFull => "replica_full",
+    CallerQuota => "caller_quota",
+);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct SessionReasonLabels {
+    reason: SessionReason,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct UpstreamLabels {
     upstream: String,
@@ -384,6 +403,8 @@ pub struct Metrics {
     catalog_hash: Mutex<Option<String>>,
     auth_denials: Family<DenialLabels, Counter>,
     rate_limited: Family<UpstreamLabels, Counter>,
+    sessions_refused: Family<SessionReasonLabels, Counter>,
+    sessions_evicted: Family<SessionReasonLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -459,6 +480,24 @@ impl Metrics {
             "Tool calls refused by an upstream's per-caller rateLimit",
             rate_limited.clone(),
         );
+        let sessions_refused = Family::<SessionReasonLabels, Counter>::default();
+        registry.register(
+            "toolgate_sessions_refused",
+            "New or restored MCP sessions refused (503), by reason: the replica holds --max-sessions, or the caller holds --max-sessions-per-caller with a request running on each",
+            sessions_refused.clone(),
+        );
+        let sessions_evicted = Family::<SessionReasonLabels, Counter>::default();
+        registry.register(
+            "toolgate_sessions_evicted",
+            "MCP sessions closed to make room for another session of the same caller (its least recently used idle one), by reason",
+            sessions_evicted.clone(),
+        );
+        for reason in [SessionReason::ReplicaFull, SessionReason::CallerQuota] {
+            let _ = sessions_refused.get_or_create(&SessionReasonLabels { reason });
+        }
+        let _ = sessions_evicted.get_or_create(&SessionReasonLabels {
+            reason: SessionReason::CallerQuota,
+        });
         // Counters of a closed label set start at 0, so `rate()` and
         // alerts see them before the first event.
         for result in [ReloadResult::Success, ReloadResult::Failure] {
@@ -486,6 +525,8 @@ impl Metrics {
             catalog_hash: Mutex::new(None),
             auth_denials,
             rate_limited,
+            sessions_refused,
+            sessions_evicted,
         }
     }
 
@@ -565,6 +606,28 @@ impl Metrics {
             .get_or_create(&ValidationLabels {
                 direction,
                 upstream: upstream.to_string(),
+            })
+            .inc();
+    }
+
+    /// A session refused: the caller at its quota (`caller_quota`), else
+    /// the replica full.
+    pub fn session_refused(&self, caller_quota: bool) {
+        let reason = if caller_quota {
+            SessionReason::CallerQuota
+        } else {
+            SessionReason::ReplicaFull
+        };
+        self.sessions_refused
+            .get_or_create(&SessionReasonLabels { reason })
+            .inc();
+    }
+
+    /// A session closed for another of its caller's (`caller_quota`).
+    pub fn session_evicted(&self) {
+        self.sessions_evicted
+            .get_or_create(&SessionReasonLabels {
+                reason: SessionReason::CallerQuota,
             })
             .inc();
     }

@@ -220,6 +220,9 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(
             state.mcp_config.max_request_body_bytes,
         ))
+        .layer(axum::middleware::from_fn(
+            crate::intake::keep_alive_after_refusal,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.draining.clone(),
             close_when_draining,

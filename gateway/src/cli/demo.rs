@@ -78,6 +78,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         session_key_grace_seconds: gateway::session::DEFAULT_KEY_GRACE.as_secs(),
         max_request_body_bytes: gateway::intake::DEFAULT_MAX_REQUEST_BODY_BYTES,
         max_sessions: gateway::session::DEFAULT_MAX_SESSIONS,
+        max_sessions_per_caller: None,
         session_idle_timeout_seconds: gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs(),
         max_response_memory_bytes: None,
         metrics_addr: super::serve::MetricsAddr(None),

@@ -117,6 +117,14 @@ pub struct ServeArgs {
     /// once; an `initialize` past it is answered 503.
     #[arg(long, env = "TOOLGATE_MAX_SESSIONS", default_value_t = gateway::session::DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,
+    /// Sessions one caller (its identity when authenticated, else its
+    /// address) holds on this replica at once; past it the caller's least
+    /// recently used idle session is closed for the new one, or the new one
+    /// is answered 503 when all are busy. Default: a quarter of
+    /// --max-sessions. Behind an ingress, anonymous clients all have its
+    /// address and share one quota.
+    #[arg(long, env = "TOOLGATE_MAX_SESSIONS_PER_CALLER")]
+    pub max_sessions_per_caller: Option<usize>,
     /// Seconds a session may stay without any request before it is closed
     /// and its memory freed (its client is transparently restored if it
     /// comes back); 0 keeps sessions until DELETE.
@@ -169,6 +177,9 @@ pub async fn run_with(
 ) -> anyhow::Result<()> {
     if args.max_sessions == 0 {
         bail!("--max-sessions must be at least 1");
+    }
+    if args.max_sessions_per_caller == Some(0) {
+        bail!("--max-sessions-per-caller must be at least 1");
     }
     if args.page_size == 0 {
         bail!("--page-size must be at least 1");
@@ -364,7 +375,10 @@ pub async fn run_with(
         cancel: cancel.clone(),
         max_request_body_bytes: args.max_request_body_bytes,
         sessions: gateway::server::SessionSettings {
-            limit: gateway::session::SessionLimit::new(args.max_sessions),
+            limit: gateway::session::SessionLimit::new(args.max_sessions).with_per_caller(
+                args.max_sessions_per_caller
+                    .unwrap_or_else(|| gateway::session::default_per_caller(args.max_sessions)),
+            ),
             idle_timeout: (args.session_idle_timeout_seconds > 0)
                 .then(|| Duration::from_secs(args.session_idle_timeout_seconds)),
         },

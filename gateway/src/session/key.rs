@@ -174,12 +174,24 @@ impl SessionKey {
         changed
     }
 
-    /// A new session id for `scope`, carrying `params`.
+    /// A new session id for `scope`, carrying `params`, of no owner.
     pub fn issue(&self, scope: Option<&str>, params: Option<InitializeRequestParams>) -> String {
+        self.issue_for(scope, params, None)
+    }
+
+    /// A new session id for `scope`, carrying `params`, bound to `owner`
+    /// (the verified identity that opened it).
+    pub(crate) fn issue_for(
+        &self,
+        scope: Option<&str>,
+        params: Option<InitializeRequestParams>,
+        owner: Option<&Owner>,
+    ) -> String {
         let payload = Payload {
             nonce: random_id().to_string(),
             scope: scope.map(str::to_string),
             params: params.map(shrink),
+            owner: owner.map(Owner::encode),
         };
         let json = serde_json::to_vec(&payload).unwrap_or_default();
         let body = URL_SAFE_NO_PAD.encode(json);
@@ -201,6 +213,24 @@ impl SessionKey {
         id: &str,
         now: Instant,
     ) -> Option<InitializeRequestParams> {
+        self.payload_at(scope, id, now)?.params
+    }
+
+    /// The owner a session id issued for `scope` is bound to: `None` when
+    /// the id is not valid here (as [`SessionKey::open`]), `Some(None)`
+    /// for an id of no owner (opened anonymously, or by a version that
+    /// did not bind sessions).
+    pub(crate) fn owner(&self, scope: Option<&str>, id: &str) -> Option<Option<Owner>> {
+        let payload = self.payload_at(scope, id, Instant::now())?;
+        // NB: an owner field that does not decode is not "no owner": the
+        // id was signed by us, so it cannot happen, but must not widen.
+        match payload.owner {
+            None => Some(None),
+            Some(o) => Owner::decode(&o).map(Some),
+        }
+    }
+
+    fn payload_at(&self, scope: Option<&str>, id: &str, now: Instant) -> Option<Payload> {
         let mut parts = id.split('.');
         let (Some(VERSION), Some(body), Some(mac), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -225,7 +255,7 @@ impl SessionKey {
         if payload.scope.as_deref() != scope {
             return None;
         }
-        payload.params
+        Some(payload)
     }
 }
 
@@ -357,6 +387,54 @@ struct Payload {
     scope: Option<String>,
     #[serde(rename = "p", default)]
     params: Option<InitializeRequestParams>,
+    /// [`Owner`], base64url; absent for anonymous sessions and in ids of
+    /// versions before sessions were bound to their caller.
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    owner: Option<String>,
+}
+
+/// Who a session belongs to: a truncated SHA-256 of the verified caller's
+/// identity key (`id:<method, issuer, subject>`), so an id names no
+/// identity in clear while another identity cannot present it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Owner([u8; 16]);
+
+impl Owner {
+    pub(crate) fn of(identity_key: &str) -> Owner {
+        let mut h = Sha256::new();
+        h.update(b"toolgate-session-owner\0");
+        h.update(identity_key.as_bytes());
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&h.finalize()[..16]);
+        Owner(out)
+    }
+
+    fn encode(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.0)
+    }
+
+    fn decode(text: &str) -> Option<Owner> {
+        URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()?
+            .try_into()
+            .ok()
+            .map(Owner)
+    }
+
+    pub(crate) fn same(a: Option<&Owner>, b: Option<&Owner>) -> bool {
+        match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => constant_time_eq(&a.0, &b.0),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Owner(..)")
+    }
 }
 
 fn shrink(mut p: InitializeRequestParams) -> InitializeRequestParams {
@@ -444,6 +522,23 @@ mod tests {
         forged.insert(5, 'x');
         assert!(k.open(Some("pets"), &forged).is_none());
         assert_ne!(id, k.issue(Some("pets"), Some(params())), "nonce differs");
+    }
+
+    #[test]
+    fn ids_carry_their_owner_and_ids_without_one_stay_valid() {
+        let k = key(7);
+        let alice = Owner::of("id:jwt|https://a.example|alice");
+        let id = k.issue_for(None, Some(params()), Some(&alice));
+        assert_eq!(k.owner(None, &id), Some(Some(alice)));
+        assert!(!Owner::same(
+            Some(&alice),
+            Some(&Owner::of("id:jwt|https://b.example|alice"))
+        ));
+        assert!(!id.contains("alice"), "the identity is hashed");
+        let anonymous = k.issue(None, Some(params()));
+        assert_eq!(k.owner(None, &anonymous), Some(None));
+        assert!(k.open(None, &anonymous).is_some());
+        assert_eq!(k.owner(Some("pets"), &id), None, "another endpoint");
     }
 
     #[test]

@@ -470,7 +470,16 @@ async fn a_response_transform_is_charged_for_its_trees_and_refused_beyond_the_bu
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hostile_bodies_and_session_floods_leave_the_peak_memory_flat() {
     const CAP: usize = 100;
-    let s = setup("mem-hostile", "", &[("TOOLGATE_MAX_SESSIONS", "100")]).await;
+    let s = setup(
+        "mem-hostile",
+        "",
+        &[
+            ("TOOLGATE_MAX_SESSIONS", "100"),
+            // One client floods here: the whole cap is its quota.
+            ("TOOLGATE_MAX_SESSIONS_PER_CALLER", "100"),
+        ],
+    )
+    .await;
     let http = reqwest::Client::new();
     let pid = s.served.child.id();
     let base = warm_up(&http, &s).await;

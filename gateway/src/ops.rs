@@ -2,6 +2,9 @@
 //! `/mcp/toolsets/{namespace}/{name}`, `/healthz`, `/readyz`, `/status`,
 //! `/.well-known/oauth-protected-resource`) and graceful shutdown.
 //!
+//! `/mcp/{prefix}` of an upstream that exists but grants the caller no
+//! tool answers exactly as an unknown prefix does (404, same body).
+//!
 //! `?mode=all` or `?mode=search` on an MCP endpoint chooses how it lists
 //! its tools ([`catalog::listing::ListMode`]); without it, the gateway
 //! config's `listing:` decides. Each mode is its own endpoint, with its
@@ -315,6 +318,33 @@ fn requested_mode(uri: &http::Uri) -> Result<Option<ListMode>, Box<Response>> {
 }
 
 impl AppState {
+    /// Whether `prefix` is an upstream of which the admitted caller of
+    /// `req` may see at least one tool.
+    fn prefix_visible(&self, prefix: &str, req: &Request) -> bool {
+        let snapshot = self.shared.store.load();
+        let principal = req
+            .extensions()
+            .get::<Arc<crate::inbound::Caller>>()
+            .map(|c| &c.principal);
+        let mut access = snapshot.caller_access(principal, self.shared.default_access);
+        let visible = snapshot.tools(Some(prefix)).any(|t| access.allows(t));
+        visible
+    }
+
+    /// Whether access rules hide no tool of the catalog from the admitted
+    /// caller of `req`: only such a caller may read `/status` on the MCP
+    /// port, since it names every upstream.
+    fn sees_everything(&self, req: &Request) -> bool {
+        let snapshot = self.shared.store.load();
+        let principal = req
+            .extensions()
+            .get::<Arc<crate::inbound::Caller>>()
+            .map(|c| &c.principal);
+        let mut access = snapshot.caller_access(principal, self.shared.default_access);
+        let all = snapshot.tools(None).all(|t| access.allows(t));
+        all
+    }
+
     /// The endpoint of a view other than `/mcp` listed whole.
     fn endpoint(&self, view: &View) -> McpEndpoint {
         self.scoped.get_or_create(view, || {
@@ -342,7 +372,9 @@ async fn scoped(
     if let Err(r) = state.admit(&mut req).await {
         return r;
     }
-    if !state.shared.store.load().has_prefix(&prefix) {
+    // NB: an upstream whose access rules grant this caller no tool gets
+    // the very answer of an unknown prefix, so its existence stays hidden.
+    if !state.prefix_visible(&prefix, &req) {
         return (
             StatusCode::NOT_FOUND,
             Json(json!({"error": format!("no upstream with prefix '{prefix}'")})),
@@ -427,10 +459,13 @@ async fn readyz(State(state): State<AppState>, req: Request) -> Response {
 /// What is served: the catalog hash (in Kubernetes mode the published
 /// index's), tools, upstreams (with the responses each returned under
 /// `warn` although they did not match their schema), toolsets and when it
-/// loaded. Names no secrets, but names every prefix and toolset: held to
-/// the MCP endpoints'
-/// Host and Origin rules, so a DNS-rebinding page cannot read it, and to
-/// their authentication.
+/// loaded. Names no secrets, but names every prefix, source and toolset:
+/// on the MCP port it is held to the MCP endpoints' Host and Origin rules
+/// (a DNS-rebinding page cannot read it), to their authentication, and to
+/// callers from whom access rules hide no tool (anyone else gets the 404
+/// of an unknown route: it would name upstreams hidden from them). The
+/// metrics listener serves it to anyone who reaches that port
+/// ([`status_router`]).
 async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
         return r;
@@ -438,6 +473,25 @@ async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = state.admit(&mut req).await {
         return r;
     }
+    if !state.sees_everything(&req) {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    status_body(&state)
+}
+
+/// `GET /status` alone, unconditionally: for the metrics listener, a
+/// port operators reach and agents do not (like `/metrics`, it names
+/// upstreams).
+pub fn status_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/status",
+            get(|State(state): State<AppState>| async move { status_body(&state) }),
+        )
+        .with_state(state)
+}
+
+fn status_body(state: &AppState) -> Response {
     let snap = state.shared.store.load();
     let mut body = serde_json::to_value(&*snap.provenance).unwrap_or_default();
     if let Some(o) = body.as_object_mut() {

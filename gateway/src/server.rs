@@ -433,9 +433,14 @@ impl McpHandler {
             // NB: the same error for a tool the caller may not call, so
             // the answer does not say whether it exists.
             seen.error = Some(ErrorType::UnknownTool);
-            return Err(crate::error::unknown_tool(name));
+            // Bounded: rmcp logs every error answer at WARN.
+            return Err(crate::error::unknown_tool(&crate::trace::bounded(name)));
         };
         seen.tool = Some(tool.def.name.clone());
+        if !seen.named {
+            crate::trace::tool_resolved(&tracing::Span::current(), &tool.def.name);
+            seen.named = true;
+        }
         tracing::Span::current().record("toolgate.upstream", &*tool.prefix);
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlight(&self.shared);
@@ -466,6 +471,9 @@ impl McpHandler {
         let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
         // A meta-tool's name is ours, so as bounded as the catalog's.
         seen.tool = Some(meta.name().to_string());
+        // Named after the meta-tool, not the tool `call_tool` runs.
+        crate::trace::tool_resolved(&tracing::Span::current(), meta.name());
+        seen.named = true;
         match meta {
             Meta::SearchTools => {
                 let args: SearchArgs = match meta.arguments(arguments) {
@@ -495,7 +503,9 @@ impl McpHandler {
                     Some(t) => Ok(crate::search::describe(t).into()),
                     None => {
                         seen.error = Some(ErrorType::UnknownTool);
-                        Err(crate::error::unknown_tool(&args.name))
+                        Err(crate::error::unknown_tool(&crate::trace::bounded(
+                            &args.name,
+                        )))
                     }
                 }
             }
@@ -708,6 +718,8 @@ struct Seen {
     tool: Option<String>,
     /// Why the call failed, when known better than by its protocol error.
     error: Option<ErrorType>,
+    /// Whether the JSON-RPC span has its tool name yet.
+    named: bool,
 }
 
 impl McpHandler {

@@ -26,7 +26,20 @@
 //! fields. Strings are formatted for a span only when it is enabled.
 //! Integers are recorded as `i64`: tracing-opentelemetry exports other
 //! integer types as strings.
+//!
+//! **Client text.** Every string a client chose (tool name, JSON-RPC id,
+//! URL path, protocol version, subject) goes through [`bounded`] before it
+//! reaches a span: a span is copied into every log line made inside it and
+//! into the OTLP export, so an unbounded field turns one request body into
+//! megabytes of logs and telemetry. A span is named after its tool only
+//! once the tool is known to the caller ([`tool_resolved`]): an unknown
+//! name leaves the constant `tools/call`, so clients cannot mint span
+//! names. The session id is a bearer credential in open mode, so spans
+//! carry a digest of it ([`session_ref`]), never the id.
 
+use std::borrow::Cow;
+
+use sha2::{Digest, Sha256};
 use tracing::field::Empty;
 use tracing::Span;
 
@@ -34,6 +47,45 @@ use rmcp::model::{ClientRequest, GetMeta, RequestId};
 use rmcp::ErrorData;
 
 pub use crate::metrics::ErrorType;
+
+/// Most bytes of client-chosen text a span or log line carries: enough
+/// for any real tool name, id or path, too little to amplify a request.
+pub const MAX_CLIENT_TEXT: usize = 128;
+
+/// `text` cut to [`MAX_CLIENT_TEXT`] bytes on a character boundary, with
+/// a marker saying how much was cut; unchanged when short enough.
+pub fn bounded(text: &str) -> Cow<'_, str> {
+    if text.len() <= MAX_CLIENT_TEXT {
+        return Cow::Borrowed(text);
+    }
+    let mut end = MAX_CLIENT_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Owned(format!(
+        "{}…[{} more bytes]",
+        &text[..end],
+        text.len() - end
+    ))
+}
+
+/// What spans say for the session id `id`: the first 16 hex digits of its
+/// SHA-256, enough to tell a session's requests apart, useless to resume it.
+pub fn session_ref(id: &str) -> String {
+    let digest = Sha256::digest(id.as_bytes());
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Names the JSON-RPC span `span` after the tool `name`, once the caller
+/// is known to be served it (a catalog tool it may call, or a meta-tool).
+pub fn tool_resolved(span: &Span, name: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    let name = bounded(name);
+    span.record("otel.name", format!("tools/call {name}"));
+    span.record("gen_ai.tool.name", &*name);
+}
 
 /// Records `kind` as `error.type` of the step `step`. The JSON-RPC span
 /// gets the call's error type from its report ([`finish_rpc`]).
@@ -69,7 +121,7 @@ pub fn http_server(req: &http::Request<axum::body::Body>, route: &str) -> Span {
         otel.name = Empty,
         otel.kind = "server",
         http.request.method = method,
-        url.path = req.uri().path(),
+        url.path = &*bounded(req.uri().path()),
         http.route = route,
         http.response.status_code = Empty,
     );
@@ -102,27 +154,24 @@ pub fn rpc_request(
         mcp.session.id = Empty,
         mcp.protocol.version = Empty,
         toolgate.upstream = Empty,
-        user.id = subject,
+        user.id = subject.map(bounded).as_deref(),
         error.type = Empty,
         rpc.response.status_code = Empty,
     );
     if span.is_disabled() {
         return span;
     }
-    span.record("jsonrpc.request.id", id.to_string());
-    match request {
-        ClientRequest::CallToolRequest(r) => {
-            span.record("otel.name", format!("{method} {}", r.params.name));
-            span.record("gen_ai.tool.name", &*r.params.name);
-            span.record("gen_ai.operation.name", "execute_tool");
-        }
-        _ => {
-            span.record("otel.name", method);
-        }
+    span.record("jsonrpc.request.id", &*bounded(&id.to_string()));
+    // NB: the tool's name joins the span's name in `tool_resolved`, once
+    // the handler knows the caller is served it.
+    span.record("otel.name", method);
+    if let ClientRequest::CallToolRequest(r) = request {
+        span.record("gen_ai.tool.name", &*bounded(&r.params.name));
+        span.record("gen_ai.operation.name", "execute_tool");
     }
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     if let Some(session) = header("mcp-session-id") {
-        span.record("mcp.session.id", session);
+        span.record("mcp.session.id", session_ref(session));
     }
     let meta = request.get_meta();
     let version = match request {
@@ -133,7 +182,7 @@ pub fn rpc_request(
             .or_else(|| header("mcp-protocol-version").map(str::to_string)),
     };
     if let Some(v) = version {
-        span.record("mcp.protocol.version", v);
+        span.record("mcp.protocol.version", &*bounded(&v));
     }
     if let Some(parent) = telemetry::propagation::from_meta(&meta.0 .0) {
         telemetry::propagation::set_parent(&span, parent);
@@ -181,4 +230,21 @@ pub fn http_client(method: &http::Method, template: &str, url: &reqwest::Url) ->
         span.record("otel.name", format!("{method} {template}"));
     }
     span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_cuts_on_a_char_boundary_and_says_how_much() {
+        assert_eq!(bounded("pets__get_pet"), "pets__get_pet");
+        let long = "é".repeat(1 << 19);
+        let cut = bounded(&long);
+        let kept = cut.split('…').next().unwrap_or_default();
+        assert!(kept.len() <= MAX_CLIENT_TEXT && kept.len() >= MAX_CLIENT_TEXT - 1);
+        assert!(cut.ends_with(&format!("[{} more bytes]", long.len() - kept.len())));
+        assert_eq!(session_ref("abc").len(), 16);
+        assert_ne!(session_ref("abc"), session_ref("abd"));
+    }
 }

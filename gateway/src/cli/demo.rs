@@ -81,7 +81,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         max_sessions_per_caller: None,
         session_idle_timeout_seconds: gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs(),
         max_response_memory_bytes: None,
-        metrics_addr: super::serve::MetricsAddr(None),
+        metrics_addr: Some(super::serve::MetricsAddr(None)),
         metrics_tool_labels: None,
         metrics_tool_label_limit: None,
     };

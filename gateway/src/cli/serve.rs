@@ -139,11 +139,12 @@ pub struct ServeArgs {
     /// container's memory limit (cgroup), else 256 MiB.
     #[arg(long, env = "TOOLGATE_MAX_RESPONSE_MEMORY_BYTES")]
     pub max_response_memory_bytes: Option<u64>,
-    /// Address of the Prometheus metrics listener (`GET /metrics`), a port
-    /// of its own so the MCP port (the one agents reach) never shows tool
-    /// and upstream names; `off` disables it.
-    #[arg(long, env = "TOOLGATE_METRICS_ADDR", default_value = gateway::metrics::DEFAULT_METRICS_ADDR, value_parser = metrics_addr)]
-    pub metrics_addr: MetricsAddr,
+    /// Address of the Prometheus metrics listener (`GET /metrics`, and
+    /// `GET /status`), a port of its own so the MCP port (the one agents
+    /// reach) never shows tool and upstream names; `off` disables it.
+    /// Default: port 9090 on --listen's host (0.0.0.0:9090 with --kube).
+    #[arg(long, env = "TOOLGATE_METRICS_ADDR", value_parser = metrics_addr)]
+    pub metrics_addr: Option<MetricsAddr>,
     /// Per-tool series of the MCP operation histogram: `auto` while the
     /// catalog has at most --metrics-tool-label-limit tools, `on`, `off`.
     /// Default: `metrics.toolLabels` of --config, else auto.
@@ -161,6 +162,21 @@ pub struct MetricsAddr(pub Option<SocketAddr>);
 
 fn metrics_addr(text: &str) -> Result<MetricsAddr, String> {
     gateway::metrics::parse_addr(text).map(MetricsAddr)
+}
+
+/// Where metrics are served when --metrics-addr is not given: in a pod,
+/// every interface (the scrape comes from outside); elsewhere the host
+/// the gateway serves on, so a gateway kept to loopback does not publish
+/// its tool and upstream names on every interface.
+fn default_metrics_addr(kube: bool, listen: SocketAddr) -> SocketAddr {
+    let port = gateway::metrics::DEFAULT_METRICS_ADDR
+        .parse::<SocketAddr>()
+        .map_or(9090, |a| a.port());
+    if kube {
+        SocketAddr::from(([0, 0, 0, 0], port))
+    } else {
+        SocketAddr::new(listen.ip(), port)
+    }
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -388,19 +404,35 @@ pub async fn run_with(
     let listener = gateway::ops::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
-    if let MetricsAddr(Some(addr)) = args.metrics_addr {
+    let asked = args.metrics_addr.is_some();
+    let metrics_addr = args
+        .metrics_addr
+        .map_or(Some(default_metrics_addr(args.kube, args.listen)), |m| m.0);
+    if let Some(addr) = metrics_addr {
         // NB: not fatal: a taken metrics port must not stop the gateway
         // serving its clients; the scrape target going down is the alarm.
         match gateway::ops::bind(addr).and_then(|l| Ok((l.local_addr()?, l))) {
             Ok((bound, metrics_listener)) => {
                 tracing::info!(metrics = %bound, "metrics served on http://{bound}/metrics");
                 let stop = cancel.child_token();
+                let router = gateway::metrics::router(metrics)
+                    .merge(gateway::ops::status_router(state.clone()));
                 tokio::spawn(async move {
-                    if let Err(e) = gateway::metrics::serve(metrics_listener, metrics, stop).await {
+                    let served = axum::serve(metrics_listener, router)
+                        .with_graceful_shutdown(async move { stop.cancelled().await })
+                        .await;
+                    if let Err(e) = served {
                         tracing::error!(error = %e, "the metrics listener failed");
                     }
                 });
             }
+            // A second local gateway meets the first one's default port:
+            // worth a line, not an error, as nobody asked for that port.
+            Err(e) if !asked => tracing::warn!(
+                error = %e,
+                "cannot listen on {addr} for metrics (the default); they are not served: \
+                 choose a port with --metrics-addr, or `off`"
+            ),
             Err(e) => {
                 tracing::error!(error = %e, "--metrics-addr: cannot listen on {addr}; metrics are not served")
             }

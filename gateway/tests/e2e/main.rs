@@ -39,6 +39,9 @@ mod keepalive;
 mod jq_budget;
 /// `serve --kube`: the published catalog in a (fake) cluster.
 mod kube;
+/// What leaks past the answers: client strings in logs and spans, session
+/// ids, hidden upstreams, `/status`, the metrics listener's host.
+mod leaks;
 /// Per-caller rate limits, `Mcp-Method`/`Mcp-Name`, forwardIdentity.
 mod limits;
 /// tools/list: schemas, constraints, pagination, protocol versions.

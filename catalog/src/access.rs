@@ -26,6 +26,10 @@
 //! parser recurses per nesting level) and after (comprehensions, which
 //! are the only loops CEL has), and may only read its three variables.
 
+mod cost;
+
+pub use cost::{MAX_INPUT_UNITS, MAX_VALUE_UNITS, MAX_WHEN_COST};
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, LazyLock};
@@ -69,9 +73,13 @@ pub struct AccessRule {
     /// Only tools annotated `readOnlyHint: true`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
-    /// A CEL expression over `subject` (string), `scopes` (list of
-    /// strings) and `claims` (map) that must be true, e.g.
-    /// `"sre" in claims.groups`.
+    /// A CEL expression over `subject`, `issuer` and `method` (strings:
+    /// the caller's identity; `issuer` is `""` for API keys, `method` one
+    /// of `jwt`, `apiKey`, `introspection`), `scopes` (list of strings)
+    /// and `claims` (map) that must be true, e.g. `"sre" in
+    /// claims.groups`. A subject names a person only together with its
+    /// issuer: write `issuer == "https://idp.example" && subject ==
+    /// "alice"`, or `method == "apiKey" && subject == "ci-bot"`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schemars", schemars(length(max = 4096)))]
     pub when: Option<String>,
@@ -171,7 +179,22 @@ pub struct ForwardIdentity {
         schemars(length(min = 1, max = 256), pattern(HEADER_NAME_PATTERN))
     )]
     pub header: String,
+    /// A second header carrying who vouched for the subject: the issuer's
+    /// URL for JWTs and introspected tokens, `api-key` for API keys. A
+    /// subject names a person only together with its issuer; set this
+    /// whenever the gateway trusts more than one issuer (or issuers and
+    /// API keys), and have the upstream key on both headers. Same rules
+    /// as `header`, and not the same header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schemars",
+        schemars(length(min = 1, max = 256), pattern(HEADER_NAME_PATTERN))
+    )]
+    pub issuer_header: Option<String>,
 }
+
+/// What [`ForwardIdentity::issuer_header`] carries for an API key.
+pub const API_KEY_ISSUER: &str = "api-key";
 
 /// An HTTP header name (RFC 9110 `token`), as a schema `pattern`.
 pub const HEADER_NAME_PATTERN: &str = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$";
@@ -195,19 +218,35 @@ impl ForwardIdentity {
         "upgrade",
     ];
 
-    /// Checks `header` (the name's syntax and that it is not reserved).
+    /// Checks `header` and `issuerHeader` (the names' syntax, that they
+    /// are not reserved, and that they differ).
     pub fn check(&self) -> Result<(), SettingError> {
-        let h = &self.header;
+        Self::check_name("header", &self.header)?;
+        if let Some(i) = &self.issuer_header {
+            Self::check_name("issuerHeader", i)?;
+            if i.eq_ignore_ascii_case(&self.header) {
+                return Err(SettingError {
+                    field: "issuerHeader",
+                    message: format!(
+                        "{i} is also `header`: the subject and its issuer need two headers"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_name(field: &'static str, h: &str) -> Result<(), SettingError> {
         let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+.^_`|~-".contains(c);
         if h.is_empty() || h.len() > 256 || !h.chars().all(token) {
             return Err(SettingError {
-                field: "header",
+                field,
                 message: format!("{h:?} is not an HTTP header name"),
             });
         }
         if Self::RESERVED.iter().any(|r| r.eq_ignore_ascii_case(h)) {
             return Err(SettingError {
-                field: "header",
+                field,
                 message: format!("{h} is set by the gateway itself; choose another header, e.g. X-Forwarded-User"),
             });
         }
@@ -215,14 +254,78 @@ impl ForwardIdentity {
     }
 }
 
+/// How a caller was verified: part of its identity, since each method
+/// (and each issuer) names its callers in a namespace of its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AuthMethod {
+    /// A JWT of a configured issuer.
+    #[default]
+    Jwt,
+    /// An entry of the API key file.
+    ApiKey,
+    /// An opaque token the introspection endpoint called active.
+    Introspection,
+}
+
+impl AuthMethod {
+    /// The name access rules compare `method` with.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::Jwt => "jwt",
+            AuthMethod::ApiKey => "apiKey",
+            AuthMethod::Introspection => "introspection",
+        }
+    }
+}
+
+impl fmt::Display for AuthMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A verified caller, as access rules see it.
+///
+/// **Identity.** Who a caller is is the triple method + issuer + subject
+/// ([`Principal::identity`]), never the subject alone: two issuers (or an
+/// issuer and the API key file) may each have an `alice`, and they are
+/// different people. Everything that keys state by caller or decides for
+/// one (token-exchange cache, rate-limit buckets, session ownership,
+/// access rules) goes by the identity.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Principal {
-    /// `sub` of a token, the name of an API key.
+    pub method: AuthMethod,
+    /// The issuer that vouched for the subject: a JWT's `iss`, an
+    /// introspection answer's `iss` (else the introspection endpoint's
+    /// URL). `None` for API keys, which the gateway issues itself.
+    pub issuer: Option<String>,
+    /// `sub` of a token, the name of an API key. For an introspection
+    /// answer without a subject, its `username` or `client_id`, which
+    /// [`Principal::subject_claim`] records.
     pub subject: String,
+    /// The claim `subject` was read from when it is not the subject claim
+    /// itself (`username`, `client_id`): a user and a client of one
+    /// issuer may share a name.
+    pub subject_claim: Option<String>,
     pub scopes: BTreeSet<String>,
     /// Every claim of the token (an API key has none).
     pub claims: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Principal {
+    /// The caller's identity, a string safe to key state by: its method,
+    /// issuer, subject claim and subject, each one JSON-quoted so no
+    /// choice of subject can spell another identity.
+    pub fn identity(&self) -> String {
+        serde_json::to_string(&(
+            self.method.as_str(),
+            self.issuer.as_deref().unwrap_or(""),
+            self.subject_claim.as_deref().unwrap_or(""),
+            &self.subject,
+        ))
+        .unwrap_or_default()
+    }
 }
 
 /// Access to an upstream whose config has no `access` policy.
@@ -250,7 +353,7 @@ pub const MAX_COMPREHENSIONS: usize = 4;
 pub const MAX_COMPREHENSION_NESTING: usize = 1;
 
 /// The variables a `when` may read.
-const VARIABLES: [&str; 3] = ["subject", "scopes", "claims"];
+const VARIABLES: [&str; 5] = ["subject", "issuer", "method", "scopes", "claims"];
 /// Type names a `when` may mention, as in `type(x) == string`.
 const TYPE_NAMES: [&str; 11] = [
     "bool",
@@ -458,7 +561,11 @@ impl Grants<'_> {
 
 /// The CEL values of one principal, converted once per decision.
 struct Variables {
-    subject: Option<CelValue>,
+    /// `subject`, `issuer` (`""` for API keys) and `method`; none of
+    /// them for the anonymous caller.
+    identity: Option<[CelValue; 3]>,
+    /// The caller's inputs exceed what the cost bounds assume.
+    oversized: bool,
     scopes: CelValue,
     claims: CelValue,
 }
@@ -467,12 +574,25 @@ impl Variables {
     fn of(principal: Option<&Principal>) -> Variables {
         match principal {
             None => Variables {
-                subject: None,
+                identity: None,
+                oversized: false,
                 scopes: CelValue::List(Arc::new(Vec::new())),
                 claims: empty_map(),
             },
+            // The cost bound of every `when` assumes inputs within
+            // MAX_INPUT_UNITS; a caller beyond it gets no grant from one.
+            Some(p) if !within_cost_bounds(p) => Variables {
+                identity: None,
+                scopes: CelValue::List(Arc::new(Vec::new())),
+                claims: empty_map(),
+                oversized: true,
+            },
             Some(p) => Variables {
-                subject: Some(CelValue::String(Arc::new(p.subject.clone()))),
+                identity: Some([
+                    CelValue::String(Arc::new(p.subject.clone())),
+                    CelValue::String(Arc::new(p.issuer.clone().unwrap_or_default())),
+                    CelValue::String(Arc::new(p.method.as_str().to_string())),
+                ]),
                 scopes: CelValue::List(Arc::new(
                     p.scopes
                         .iter()
@@ -482,9 +602,20 @@ impl Variables {
                 // Claims are JSON, which always converts; should it not,
                 // rules reading claims fail (closed) on the empty map.
                 claims: cel::to_value(&p.claims).unwrap_or_else(|_| empty_map()),
+                oversized: false,
             },
         }
     }
+}
+
+/// Whether `p`'s variables fit the sizes [`cost`] assumed.
+fn within_cost_bounds(p: &Principal) -> bool {
+    let max = MAX_INPUT_UNITS as usize;
+    let scopes: usize = p.scopes.iter().map(|s| s.len() + 1).sum();
+    p.subject.len() <= max
+        && p.issuer.as_ref().map_or(0, String::len) <= max
+        && scopes <= max
+        && serde_json::to_vec(&p.claims).map_or(false, |v| v.len() <= max)
 }
 
 fn empty_map() -> CelValue {
@@ -503,9 +634,15 @@ static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
 
 impl When {
     fn holds(&self, vars: &Variables) -> bool {
+        if vars.oversized {
+            tracing::debug!(when = %self.source, "the caller's claims exceed what access rules are bounded for: no grant");
+            return false;
+        }
         let mut ctx = cel::Context::with_env(ENV.clone());
-        if let Some(s) = &vars.subject {
-            ctx.add_variable_from_value("subject", s.clone());
+        if let Some([subject, issuer, method]) = &vars.identity {
+            ctx.add_variable_from_value("subject", subject.clone());
+            ctx.add_variable_from_value("issuer", issuer.clone());
+            ctx.add_variable_from_value("method", method.clone());
         }
         ctx.add_variable_from_value("scopes", vars.scopes.clone());
         ctx.add_variable_from_value("claims", vars.claims.clone());
@@ -547,6 +684,7 @@ fn compile_when(src: &str) -> Result<When, String> {
         .map_err(|e| format!("invalid CEL: {e}"))?;
     let mut check = Check::default();
     check.walk(&expr, &mut Vec::new(), 0)?;
+    cost::check(&expr)?;
     Ok(When {
         source: src.to_string(),
         expr,
@@ -617,7 +755,7 @@ impl Check {
                     Ok(())
                 } else {
                     Err(format!(
-                        "unknown variable {name:?}: a condition can read subject, scopes and claims"
+                        "unknown variable {name:?}: a condition can read subject, issuer, method, scopes and claims"
                     ))
                 }
             }

@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         subject: "alice".into(),
         scopes: ["pets.read".to_string()].into(),
         claims,
+        ..Default::default()
     };
     let tool = ToolInfo {
         base_name: "get_pet",

@@ -499,7 +499,7 @@ impl TokenExchange {
     /// The upstream token for `caller`: cached, or exchanged now.
     async fn token(&self, caller: &Caller) -> Result<Arc<Token>, AuthError> {
         let subject_token = caller.token.as_ref().ok_or(AuthError::NeedsToken)?;
-        let slot = self.slot(&caller.principal.subject);
+        let slot = self.slot(&caller.principal.identity());
         if let Some(t) = slot.fresh() {
             return Ok(t);
         }

@@ -76,8 +76,9 @@ pub struct UpstreamRuntime {
     response_violations: AtomicU64,
     /// `rateLimit`: per caller, on this replica.
     rate_limit: Option<CallerLimiter>,
-    /// `forwardIdentity.header`: carries the verified caller's subject.
-    forward_identity: Option<HeaderName>,
+    /// `forwardIdentity`: the headers carrying the verified caller's
+    /// subject and (optionally) its issuer.
+    forward_identity: Option<(HeaderName, Option<HeaderName>)>,
 }
 
 /// A complete upstream response (body within the cap).
@@ -222,19 +223,27 @@ impl UpstreamRuntime {
             Some(f) => {
                 f.check()
                     .map_err(|e| bad(&format!("forwardIdentity.{}", e.field), e.message))?;
-                let name = HeaderName::from_bytes(f.header.as_bytes()).map_err(|_| {
-                    bad(
-                        "forwardIdentity.header",
-                        format!("{:?} is not an HTTP header name", f.header),
-                    )
-                })?;
-                if auth.header_name() == Some(&name) {
-                    return Err(bad(
-                        "forwardIdentity.header",
-                        format!("{name} carries this upstream's credentials (auth)"),
-                    ));
-                }
-                Some(name)
+                let header = |field: &str, value: &str| {
+                    let name = HeaderName::from_bytes(value.as_bytes()).map_err(|_| {
+                        bad(
+                            &format!("forwardIdentity.{field}"),
+                            format!("{value:?} is not an HTTP header name"),
+                        )
+                    })?;
+                    if auth.header_name() == Some(&name) {
+                        return Err(bad(
+                            &format!("forwardIdentity.{field}"),
+                            format!("{name} carries this upstream's credentials (auth)"),
+                        ));
+                    }
+                    Ok(name)
+                };
+                let subject = header("header", &f.header)?;
+                let issuer = match &f.issuer_header {
+                    Some(i) => Some(header("issuerHeader", i)?),
+                    None => None,
+                };
+                Some((subject, issuer))
             }
         };
         Ok(UpstreamRuntime {
@@ -315,18 +324,31 @@ impl UpstreamRuntime {
         // upstream's parent; after the plan's headers, so no argument
         // can stand in for it.
         telemetry::propagation::inject(&tracing::Span::current(), req.headers_mut());
-        if let Some(name) = &self.forward_identity {
+        if let Some((name, issuer_name)) = &self.forward_identity {
             // After the plan's and the settings' headers, so neither an
-            // argument nor a configured value can stand in for it.
+            // argument nor a configured value can stand in for them.
             let h = req.headers_mut();
             match &ctx.caller {
                 Some(c) => {
-                    let v = HeaderValue::from_bytes(c.principal.subject.as_bytes())
+                    let p = &c.principal;
+                    let v = HeaderValue::from_bytes(p.subject.as_bytes())
                         .map_err(|_| UpstreamError::Identity(name.clone()))?;
                     h.insert(name.clone(), v);
+                    if let Some(i) = issuer_name {
+                        let issuer = p
+                            .issuer
+                            .as_deref()
+                            .unwrap_or(catalog::access::API_KEY_ISSUER);
+                        let v = HeaderValue::from_bytes(issuer.as_bytes())
+                            .map_err(|_| UpstreamError::Identity(i.clone()))?;
+                        h.insert(i.clone(), v);
+                    }
                 }
                 None => {
                     h.remove(name);
+                    if let Some(i) = issuer_name {
+                        h.remove(i);
+                    }
                 }
             }
         }

@@ -95,14 +95,20 @@ pub async fn read(
             .as_ref()
             .filter(|a| a.type_ == AuthType::ApiKey)
             .and_then(|a| a.header.as_deref());
-        if api_key_header.is_some_and(|h| h.eq_ignore_ascii_case(&f.header)) {
-            return Err(Failure::new(
-                Reason::InvalidSettings,
-                format!(
-                    "spec.forwardIdentity.header: {} carries the upstream's API key (spec.auth.header)",
-                    f.header
-                ),
-            ));
+        let named = [
+            ("header", Some(&f.header)),
+            ("issuerHeader", f.issuer_header.as_ref()),
+        ];
+        for (field, name) in named {
+            let Some(name) = name else { continue };
+            if api_key_header.is_some_and(|h| h.eq_ignore_ascii_case(name)) {
+                return Err(Failure::new(
+                    Reason::InvalidSettings,
+                    format!(
+                        "spec.forwardIdentity.{field}: {name} carries the upstream's API key (spec.auth.header)"
+                    ),
+                ));
+            }
         }
     }
     // Compiled here to name the field as written; the gateway compiles

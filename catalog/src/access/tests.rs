@@ -17,6 +17,7 @@ fn compiled(rules: serde_json::Value) -> CompiledAccess {
 
 fn principal(subject: &str, scopes: &[&str], claims: serde_json::Value) -> Principal {
     Principal {
+        issuer: Some("https://idp.test".into()),
         subject: subject.into(),
         scopes: scopes
             .iter()
@@ -26,6 +27,7 @@ fn principal(subject: &str, scopes: &[&str], claims: serde_json::Value) -> Princ
             serde_json::Value::Object(m) => m,
             other => panic!("claims must be an object, not {other}"),
         },
+        ..Default::default()
     }
 }
 
@@ -305,4 +307,87 @@ fn glob_is_not_exponential_on_many_stars() {
     assert!(glob("*", ""));
     assert!(!glob("?", ""));
     assert!(glob("get_*_by_?d", "get_pet_by_id"));
+}
+
+/// Issue 26, 1: a `when` inside every syntactic bound that allocated
+/// gigabytes on the first listing is refused where it is loaded, naming
+/// the field.
+#[test]
+fn a_when_over_the_cost_budget_is_refused_naming_the_field() {
+    let zeros = vec!["0"; 900].join(",");
+    let when = format!(
+        "[{zeros}].map(x, [{zeros}]).map(y, y+y+y+y+y+y+y+y).map(z, z+z+z+z+z+z+z+z).size() > 0"
+    );
+    assert!(when.len() < MAX_WHEN_BYTES);
+    let e = policy(json!([{"tools": ["*"]}, {"when": when}]))
+        .compile(&PolicySite::McpUpstream)
+        .expect_err("over budget");
+    assert_eq!(e.field.to_string(), "spec.access.rules[1].when");
+    assert!(e.message.contains("over the limit"), "{e}");
+}
+
+/// A caller whose inputs exceed what the bound assumed gets no grant from
+/// a `when`, so the bound holds for every caller.
+#[test]
+fn callers_beyond_the_cost_bounds_are_granted_nothing_by_a_when() {
+    let c = compiled(json!([{"when": "size(claims) >= 0"}]));
+    assert!(c.grants(Some(&principal("a", &[], json!({}))), &GET));
+    let huge = "x".repeat(MAX_INPUT_UNITS as usize);
+    assert!(!c.grants(Some(&principal("a", &[], json!({"big": huge}))), &GET));
+}
+
+/// Issue 26, 2: a caller's identity is method + issuer + subject.
+#[test]
+fn identities_differ_by_method_issuer_and_subject_claim() {
+    let p = |method, issuer: Option<&str>, claim: Option<&str>| Principal {
+        method,
+        issuer: issuer.map(str::to_string),
+        subject: "alice".into(),
+        subject_claim: claim.map(str::to_string),
+        ..Default::default()
+    };
+    let ids = [
+        p(AuthMethod::Jwt, Some("https://a"), None),
+        p(AuthMethod::Jwt, Some("https://b"), None),
+        p(AuthMethod::ApiKey, None, None),
+        p(AuthMethod::Introspection, Some("https://a"), None),
+        p(
+            AuthMethod::Introspection,
+            Some("https://a"),
+            Some("client_id"),
+        ),
+    ]
+    .map(|p| p.identity());
+    let distinct: BTreeSet<_> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "{ids:?}");
+    // No subject can spell another identity.
+    let tricky = Principal {
+        issuer: Some("https://a\",\"".into()),
+        subject: "alice".into(),
+        ..Default::default()
+    };
+    assert_ne!(tricky.identity(), ids[0]);
+}
+
+/// Rules see the issuer and method, so one issuer's `alice` is not
+/// another's.
+#[test]
+fn rules_can_name_the_issuer_and_method() {
+    let c = compiled(json!([{"when": "issuer == \"https://idp.test\" && subject == \"alice\""}]));
+    assert!(c.grants(Some(&principal("alice", &[], json!({}))), &GET));
+    let other = Principal {
+        issuer: Some("https://evil.test".into()),
+        subject: "alice".into(),
+        ..Default::default()
+    };
+    assert!(!c.grants(Some(&other), &GET));
+    let key = compiled(json!([{"when": "method == \"apiKey\" && subject == \"ci-bot\""}]));
+    let jwt_bot = principal("ci-bot", &[], json!({}));
+    assert!(!key.grants(Some(&jwt_bot), &GET));
+    let api_bot = Principal {
+        method: AuthMethod::ApiKey,
+        subject: "ci-bot".into(),
+        ..Default::default()
+    };
+    assert!(key.grants(Some(&api_bot), &GET));
 }

@@ -113,6 +113,7 @@ fn full_upstream() -> McpUpstream {
             }),
             forward_identity: Some(catalog::access::ForwardIdentity {
                 header: "X-Forwarded-User".into(),
+                issuer_header: Some("X-Forwarded-Issuer".into()),
             }),
             access: Some(catalog::access::AccessPolicy {
                 rules: vec![

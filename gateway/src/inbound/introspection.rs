@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
-use catalog::access::Principal;
+use catalog::access::{AuthMethod, Principal};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
@@ -254,7 +254,8 @@ impl Introspector {
             (Some(want), Some(Value::String(iss))) if iss == want => {}
             (Some(_), Some(_)) => return refused("iss is not the configured issuer"),
         }
-        match principal(claims, names) {
+        let fallback = self.issuer.as_deref().unwrap_or(self.url.as_str());
+        match principal(claims, names, fallback) {
             Some(p) => (
                 Answer::Active(p),
                 now + left.map_or(self.ttl, |l| l.min(self.ttl)),
@@ -410,24 +411,45 @@ fn bounded_insert<V>(
 }
 
 /// An active answer's principal: the subject claim, else `username`, else
-/// `client_id` (a client acting for itself).
-fn principal(mut claims: Map<String, Value>, names: &ClaimNames) -> Option<Principal> {
+/// `client_id` (a client acting for itself), recorded as the subject's
+/// claim so a user and a client of one name stay two identities. Its
+/// issuer is the answer's `iss`, else `default_issuer` (the configured
+/// `issuer`, else the introspection URL): only they vouched for the token.
+fn principal(
+    mut claims: Map<String, Value>,
+    names: &ClaimNames,
+    default_issuer: &str,
+) -> Option<Principal> {
     let has_subject = |c: &Map<String, Value>| {
         c.get(&names.subject)
             .and_then(Value::as_str)
             .is_some_and(|s| !s.is_empty())
     };
+    let mut subject_claim = None;
     if !has_subject(&claims) {
-        let fallback = ["username", "client_id"].into_iter().find_map(|k| {
+        let (claim, fallback) = ["username", "client_id"].into_iter().find_map(|k| {
             claims
                 .get(k)
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
-                .map(str::to_string)
+                .map(|v| (k, v.to_string()))
         })?;
         claims.insert(names.subject.clone(), Value::String(fallback));
+        subject_claim = Some(claim.to_string());
     }
-    super::jwt::principal(claims, names)
+    let issuer = claims
+        .get("iss")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or(default_issuer)
+        .to_string();
+    super::jwt::principal_of(
+        claims,
+        names,
+        AuthMethod::Introspection,
+        Some(issuer),
+        subject_claim,
+    )
 }
 
 fn unix_now() -> u64 {

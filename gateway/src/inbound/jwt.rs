@@ -29,7 +29,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine;
-use catalog::access::Principal;
+use catalog::access::{AuthMethod, Principal};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -279,9 +279,26 @@ impl JwtVerifier {
     }
 }
 
-/// The principal a token's claims (verified, or from introspection) name;
-/// `None` without a subject.
-pub fn principal(mut claims: Map<String, Value>, names: &ClaimNames) -> Option<Principal> {
+/// The principal a verified JWT's claims name; `None` without a subject.
+/// Its issuer is `iss`, which verification checked against the issuer
+/// configured for the token's key.
+pub fn principal(claims: Map<String, Value>, names: &ClaimNames) -> Option<Principal> {
+    let issuer = claims
+        .get("iss")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    principal_of(claims, names, AuthMethod::Jwt, issuer, None)
+}
+
+/// The principal of verified claims (a JWT's, or an introspection
+/// answer's), `issuer` having vouched for them.
+pub(crate) fn principal_of(
+    mut claims: Map<String, Value>,
+    names: &ClaimNames,
+    method: AuthMethod,
+    issuer: Option<String>,
+    subject_claim: Option<String>,
+) -> Option<Principal> {
     let subject = match claims.get(&names.subject)? {
         Value::String(s) if !s.is_empty() => s.clone(),
         _ => return None,
@@ -298,7 +315,10 @@ pub fn principal(mut claims: Map<String, Value>, names: &ClaimNames) -> Option<P
         }
     }
     Some(Principal {
+        method,
+        issuer,
         subject,
+        subject_claim,
         scopes,
         claims,
     })

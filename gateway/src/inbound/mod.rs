@@ -25,6 +25,7 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, Request};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+pub use catalog::access::AuthMethod;
 use catalog::access::Principal;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use rmcp::service::RequestContext;
@@ -46,23 +47,15 @@ pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
 /// Seconds a client is told to wait when credentials cannot be checked.
 const UNAVAILABLE_RETRY_AFTER: &str = "5";
 
-/// A verified caller.
+/// A verified caller. Its identity (method, issuer, subject) is
+/// `principal`'s ([`Principal::identity`]).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub principal: Principal,
-    /// How it was verified.
-    pub method: AuthMethod,
     /// The bearer token it presented (a JWT or an opaque token checked by
     /// introspection), kept only to exchange it for an upstream's token
     /// (RFC 8693); never forwarded as is, never logged.
     pub token: Option<BearerToken>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuthMethod {
-    Jwt,
-    ApiKey,
-    Introspection,
 }
 
 /// A credential whose `Debug` and `Display` never show it.
@@ -257,7 +250,6 @@ impl Methods {
                         .ok_or_else(|| invalid("JWT without a subject claim"))?;
                     return Ok(Caller {
                         principal,
-                        method: AuthMethod::Jwt,
                         token: Some(BearerToken::new(token)),
                     });
                 }
@@ -280,7 +272,6 @@ impl Methods {
             return match i.check(token, &self.claims).await {
                 introspection::Verdict::Active(principal) => Ok(Caller {
                     principal,
-                    method: AuthMethod::Introspection,
                     token: Some(BearerToken::new(token)),
                 }),
                 introspection::Verdict::Refused(why) => {
@@ -304,11 +295,13 @@ impl Methods {
         let (subject, scopes) = self.api_keys.as_ref()?.check(key)?;
         Some(Caller {
             principal: Principal {
+                method: AuthMethod::ApiKey,
+                issuer: None,
                 subject,
+                subject_claim: None,
                 scopes,
                 claims: Default::default(),
             },
-            method: AuthMethod::ApiKey,
             token: None,
         })
     }
@@ -439,10 +432,11 @@ pub struct CallContext {
 }
 
 impl CallContext {
-    /// The key per-caller limits count under: the subject, else the IP.
+    /// The key per-caller state counts under: the caller's identity
+    /// (method, issuer, subject: [`Principal::identity`]), else the IP.
     pub fn caller_key(&self) -> Option<String> {
         match (&self.caller, self.client_ip) {
-            (Some(c), _) => Some(format!("sub:{}", c.principal.subject)),
+            (Some(c), _) => Some(format!("id:{}", c.principal.identity())),
             (None, Some(ip)) => Some(format!("ip:{ip}")),
             (None, None) => None,
         }

@@ -456,9 +456,23 @@ async fn callers_see_and_call_what_their_scopes_and_groups_grant_on_both_endpoin
         );
         refused_like_unknown(&w, "pets__delete_pet").await;
 
-        let n = connect_caller(&url, &nobody).await;
-        assert_eq!(names(&n).await, set(&[]), "{path}: no scope, no group");
-        refused_like_unknown(&n, "pets__get_pet").await;
+        if path == "/mcp" {
+            let n = connect_caller(&url, &nobody).await;
+            assert_eq!(names(&n).await, set(&[]), "{path}: no scope, no group");
+            refused_like_unknown(&n, "pets__get_pet").await;
+        } else {
+            // A prefix that grants the caller nothing looks unknown.
+            let mut req = reqwest::Client::new()
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+            for (k, v) in &nobody.headers {
+                req = req.header(k.as_str(), v.as_str());
+            }
+            let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+            let r = req.body(init).send().await.expect("POST");
+            assert_eq!(r.status(), 404, "{path}: hidden must look unknown");
+        }
 
         let s = connect_caller(&url, &sre).await;
         assert_eq!(

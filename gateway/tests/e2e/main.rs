@@ -33,10 +33,10 @@ mod idp_hardening;
 mod inbound;
 /// Before rmcp: Host, body limit, JSON-RPC errors, the session cap.
 mod intake;
-/// Kept-alive connections after refusals sent before the body was read.
-mod keepalive;
 /// Runtime jq within the response memory budget, on the real binary.
 mod jq_budget;
+/// Kept-alive connections after refusals sent before the body was read.
+mod keepalive;
 /// `serve --kube`: the published catalog in a (fake) cluster.
 mod kube;
 /// What leaks past the answers: client strings in logs and spans, session
@@ -69,10 +69,10 @@ mod replicas;
 mod rollout;
 /// Search mode: the meta-tools, access and scope, list_changed.
 mod search;
-/// Sessions per caller: quotas, eviction of the own oldest, owners.
-mod session_quota;
 /// The session key file: picked up when it appears, rotated with a grace.
 mod session_key;
+/// Sessions per caller: quotas, eviction of the own oldest, owners.
+mod session_quota;
 /// McpToolsets: the operator, `serve --kube` and a client on a toolset.
 mod toolsets;
 /// OpenTelemetry spans and trace context of the real binary; JSON logs.

@@ -453,10 +453,12 @@ pub fn verified_caller(
     gateway::inbound::CallContext {
         caller: Some(Arc::new(gateway::inbound::Caller {
             principal: catalog::access::Principal {
+                method,
+                issuer: (method != gateway::inbound::AuthMethod::ApiKey)
+                    .then(|| "https://idp.test".to_string()),
                 subject: subject.into(),
                 ..Default::default()
             },
-            method,
             token,
         })),
         client_ip: Some(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)),

@@ -615,7 +615,7 @@ fn within_cost_bounds(p: &Principal) -> bool {
     p.subject.len() <= max
         && p.issuer.as_ref().map_or(0, String::len) <= max
         && scopes <= max
-        && serde_json::to_vec(&p.claims).map_or(false, |v| v.len() <= max)
+        && serde_json::to_vec(&p.claims).is_ok_and(|v| v.len() <= max)
 }
 
 fn empty_map() -> CelValue {

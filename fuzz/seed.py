@@ -347,6 +347,17 @@ def main():
     for bomb in (amp(20000, "(", ")"), amp(20000, "[", "]"), amp(20000, "!", "true"),
                  amp(5000, "true ? ", "", "1 : 2"), amp(1000, "claims.groups.map(g, ", "g", ")")):
         put("access", bomb, out)
+    # Issue 26's shapes: comprehensions over literals and claims whose
+    # bodies copy or concatenate, so mutations explore the cost bound's edge.
+    zeros = ",".join(["0"] * 300)
+    for w in (f"[{zeros}].map(x, [{zeros}]).size() > 0",
+              f"[{zeros}].map(x, x + x).filter(y, y > 0).size() > 0",
+              "claims.groups.map(g, claims.groups + claims.groups).size() > 0",
+              "claims.groups.map(g, g + g + g + g).exists(h, h.size() > 0)",
+              'scopes.map(s, string(claims)).exists(x, x.contains("a"))',
+              'issuer == "https://idp.example" && method == "jwt" && subject == "alice"'):
+        put("access", w.encode(), out)
+        put("access", w.encode() + b'\0{"groups": ["' + b'x' * 2000 + b'", "b", "c"]}', out)
     put("request_build", bytes([8]) + amp(2000, '{"method": "GET", "path": "/', "a/", "", 'x"}'), out)
 
     for target in sorted(written):

@@ -35,6 +35,7 @@ fuzz_target!(|data: &[u8]| {
         .unwrap_or_default();
     let principal = Principal {
         subject: "alice".into(),
+        issuer: Some("https://idp.example".into()),
         scopes: ["pets.read".to_string()].into(),
         claims,
         ..Default::default()

@@ -326,8 +326,16 @@ impl AppState {
             .extensions()
             .get::<Arc<crate::inbound::Caller>>()
             .map(|c| &c.principal);
+        if !snapshot.has_prefix(prefix) {
+            return false;
+        }
         let mut access = snapshot.caller_access(principal, self.shared.default_access);
-        let visible = snapshot.tools(Some(prefix)).any(|t| access.allows(t));
+        let mut tools = snapshot.tools(Some(prefix)).peekable();
+        // An upstream without tools hides nothing but itself.
+        let visible = match tools.peek() {
+            None => access.grants_any_of(prefix),
+            Some(_) => tools.any(|t| access.allows(t)),
+        };
         visible
     }
 

@@ -438,10 +438,10 @@ impl McpHandler {
         };
         seen.tool = Some(tool.def.name.clone());
         if !seen.named {
-            crate::trace::tool_resolved(&tracing::Span::current(), &tool.def.name);
+            crate::trace::tool_resolved(&seen.rpc, &tool.def.name);
             seen.named = true;
         }
-        tracing::Span::current().record("toolgate.upstream", &*tool.prefix);
+        seen.rpc.record("toolgate.upstream", &*tool.prefix);
         self.shared.in_flight.fetch_add(1, Ordering::SeqCst);
         let _guard = InFlight(&self.shared);
         let result = tokio::select! {
@@ -472,7 +472,7 @@ impl McpHandler {
         // A meta-tool's name is ours, so as bounded as the catalog's.
         seen.tool = Some(meta.name().to_string());
         // Named after the meta-tool, not the tool `call_tool` runs.
-        crate::trace::tool_resolved(&tracing::Span::current(), meta.name());
+        crate::trace::tool_resolved(&seen.rpc, meta.name());
         seen.named = true;
         match meta {
             Meta::SearchTools => {
@@ -640,7 +640,12 @@ impl ServerHandler for McpHandler {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let span = crate::trace::rpc_span_of(&context);
-        let mut seen = Seen::default();
+        let mut seen = Seen {
+            tool: None,
+            error: None,
+            named: false,
+            rpc: span.clone(),
+        };
         let result = self
             .call_tool_now(request, context, &mut seen)
             .instrument(span.clone())
@@ -711,7 +716,7 @@ impl ServerHandler for McpHandler {
 }
 
 /// What a `tools/call` records beside its duration.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Seen {
     /// The catalog tool (or search-mode meta-tool) called; `None` for a
     /// name the endpoint does not serve.
@@ -720,6 +725,10 @@ struct Seen {
     error: Option<ErrorType>,
     /// Whether the JSON-RPC span has its tool name yet.
     named: bool,
+    /// The JSON-RPC span, named after the tool once it is resolved. Held
+    /// here rather than taken from `Span::current()`: rmcp runs stateless
+    /// requests inside spans of its own.
+    rpc: tracing::Span,
 }
 
 impl McpHandler {

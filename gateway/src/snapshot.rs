@@ -786,6 +786,23 @@ pub struct CallerAccess<'a> {
 }
 
 impl<'a> CallerAccess<'a> {
+    /// Whether the caller is granted anything of upstream `prefix` at
+    /// all: for an upstream without tools, the only sign it is not hidden.
+    pub fn grants_any_of(&mut self, prefix: &str) -> bool {
+        let (snapshot, principal) = (self.snapshot, self.principal);
+        let Some((key, access)) = snapshot.access.get_key_value(prefix) else {
+            return snapshot.has_prefix(prefix) && self.default == DefaultAccess::Allow;
+        };
+        let grants = self
+            .grants
+            .entry(key.as_str())
+            .or_insert_with(|| Some(access.compiled.grants_for(principal)));
+        match grants {
+            None => self.default == DefaultAccess::Allow,
+            Some(g) => !g.is_empty(),
+        }
+    }
+
     /// Whether the caller may see and call `tool`.
     pub fn allows(&mut self, tool: &'a ToolEntry) -> bool {
         let (snapshot, principal) = (self.snapshot, self.principal);

@@ -83,7 +83,7 @@ pub fn tool_resolved(span: &Span, name: &str) {
         return;
     }
     let name = bounded(name);
-    span.record("otel.name", format!("tools/call {name}"));
+    telemetry::rename(span, format!("tools/call {name}"));
     span.record("gen_ai.tool.name", &*name);
 }
 

@@ -75,6 +75,23 @@ pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
+/// Names `span` `name` in its export and in the JSON logs, also after it
+/// started: tracing-opentelemetry reads `otel.name` only while a span is
+/// still a builder (before it is first entered or asked for its
+/// context), so a span renamed later is renamed on the OpenTelemetry span
+/// itself. `span` must declare the `otel.name` field.
+pub fn rename(span: &tracing::Span, name: String) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("otel.name", name.as_str());
+    if exporting() {
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        span.context().span().update_name(name);
+    }
+}
+
 /// Held until the process exits: dropping it exports the spans still
 /// queued and shuts the exporter down.
 #[must_use = "dropping the guard shuts the span exporter down"]

@@ -325,6 +325,67 @@ async fn a_rule_that_does_not_compile_keeps_the_previous_version_served() {
     );
 }
 
+/// The attack of issue 26: rules inside every syntactic bound whose
+/// evaluation built gigabytes (the 3.7 KiB one aborted the gateway on the
+/// first listing) or burned seconds of CPU per listing (2 KiB).
+fn amplifying_rules() -> Vec<String> {
+    let zeros = vec!["0"; 900].join(",");
+    let small = vec!["0"; 500].join(",");
+    vec![
+        format!("[{zeros}].map(x, [{zeros}]).map(y, y+y+y+y+y+y+y+y).size() > 0"),
+        format!("[{small}].map(x, [{small}]).map(y, y+y+y+y).exists(z, z.size() > 0)"),
+    ]
+}
+
+#[tokio::test]
+async fn a_rule_that_would_build_gigabytes_is_refused_by_its_cost_where_it_is_loaded() {
+    let up = TestUpstream::start().await;
+    let gw = start_gateway(&access_catalog(), config(&up, Some("[{readOnly: true}]"))).await;
+    let client = connect_caller(&format!("{}/mcp", gw.url), &Caller::anonymous()).await;
+    let before = names(&client).await;
+    assert!(!before.is_empty());
+
+    for rule in amplifying_rules() {
+        assert!(rule.len() < 4096, "inside the size bound: {}", rule.len());
+        let mut bad = config(&up, None);
+        bad.upstreams.get_mut("pets").expect("pets").access =
+            Some(serde_json::from_value(json!({"rules": [{"when": rule}]})).expect("policy"));
+        let e = gw
+            .store
+            .install_with_config(access_catalog(), bad, Provenance::default())
+            .expect_err("an over-budget rule fails the build");
+        assert_eq!(e.field, "upstreams.pets.access.rules[0].when");
+        assert!(e.message.contains("over the limit"), "{}", e.message);
+        // Nothing was evaluated, nothing changed: the gateway still lists
+        // the previous version for every caller.
+        assert_eq!(names(&client).await, before);
+    }
+
+    // From a `--config` file the gateway refuses to start, naming it.
+    let dir = crate::reload::tempdir("access-costly-config");
+    let (catalog, _) = write_slow_catalog_files(&dir, &up.url);
+    let config = dir.join("costly.yaml");
+    let rule = &amplifying_rules()[0];
+    std::fs::write(
+        &config,
+        format!("upstreams:\n  pets:\n    access:\n      rules:\n        - when: '{rule}'\n"),
+    )
+    .expect("write config");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
+        .arg(&catalog)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("toolgate runs");
+    assert!(!out.status.success(), "the gateway started");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("upstreams.pets.access.rules[0].when: the expression may"),
+        "{stderr}"
+    );
+}
+
 #[tokio::test]
 async fn a_policy_change_that_alters_visibility_sends_list_changed() {
     let up = TestUpstream::start().await;

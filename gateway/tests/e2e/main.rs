@@ -26,6 +26,9 @@ mod edge;
 mod exchange;
 /// Issue 13's compile rules as the client and the upstream see them.
 mod fidelity;
+/// A caller is method + issuer + subject: one name at two issuers and as an
+/// API key is three callers.
+mod identity;
 /// The identity provider as an attack surface: introspection audience and
 /// amplification, a slow or oversized JWKS.
 mod idp_hardening;

@@ -1435,6 +1435,41 @@ async fn access_rules_are_published_and_a_bad_rule_keeps_the_last_good_version()
         .cloned()
         .expect("still published");
     assert_eq!(still, good, "the last good version keeps serving");
+    assert_eq!(
+        w.read_published(&still).await.runtime.access,
+        Some(access.clone())
+    );
+
+    // Issue 26: a rule inside every syntactic bound whose evaluation
+    // would build gigabytes (900 zeros mapped to themselves, each then
+    // concatenated eight times) once took every replica down on its first
+    // listing. It is refused here, by its cost, before it is published.
+    let zeros = vec!["0"; 900].join(",");
+    let bomb = format!("[{zeros}].map(x, [{zeros}]).map(y, y+y+y+y+y+y+y+y).size() > 0");
+    assert!(bomb.len() < 4096, "inside the documented size bound");
+    w.upstreams(NS)
+        .patch(
+            "pets",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"access": {"rules": [{"when": bomb}]}}})),
+        )
+        .await
+        .expect("patch");
+    // The status of this generation, not the previous patch's.
+    let u = wait_ready(&w, NS, "pets", "False", "InvalidAccessRule").await;
+    let (_, _, msg) = cond(&u, "Ready").expect("Ready");
+    assert!(msg.starts_with("spec.access.rules[0].when: "), "{msg}");
+    assert!(
+        msg.contains("may build a value") || msg.contains("may cost"),
+        "{msg}"
+    );
+    let still = w
+        .index()
+        .await
+        .entry("pets")
+        .cloned()
+        .expect("still published");
+    assert_eq!(still, good, "the last good version keeps serving");
     assert_eq!(w.read_published(&still).await.runtime.access, Some(access));
     op.stop().await;
 }

@@ -302,12 +302,22 @@ async fn a_rule_that_does_not_compile_keeps_the_previous_version_served() {
     refused_like_unknown(&client, "pets__delete_pet").await;
 
     // And from a `--config` file, the gateway refuses to start, naming it.
-    let dir = crate::reload::tempdir("access-bad-config");
+    let stderr = serve_refusing_rule(&up, "access-bad-config", "subject ==");
+    assert!(
+        stderr.contains("upstreams.pets.access.rules[0].when: invalid CEL"),
+        "{stderr}"
+    );
+}
+
+/// `toolgate serve` with a `--config` whose pets upstream has the one
+/// rule `when`: must refuse to start; returns its stderr.
+fn serve_refusing_rule(up: &TestUpstream, name: &str, when: &str) -> String {
+    let dir = crate::reload::tempdir(name);
     let (catalog, _) = write_slow_catalog_files(&dir, &up.url);
-    let config = dir.join("bad.yaml");
+    let config = dir.join("rules.yaml");
     std::fs::write(
         &config,
-        "upstreams:\n  pets:\n    access:\n      rules:\n        - when: 'subject =='\n",
+        format!("upstreams:\n  pets:\n    access:\n      rules:\n        - when: '{when}'\n"),
     )
     .expect("write config");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
@@ -317,12 +327,11 @@ async fn a_rule_that_does_not_compile_keeps_the_previous_version_served() {
         .arg(&config)
         .output()
         .expect("toolgate runs");
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("upstreams.pets.access.rules[0].when: invalid CEL"),
-        "{stderr}"
+        !out.status.success(),
+        "the gateway started with when: {when}"
     );
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The attack of issue 26: rules inside every syntactic bound whose
@@ -362,24 +371,7 @@ async fn a_rule_that_would_build_gigabytes_is_refused_by_its_cost_where_it_is_lo
     }
 
     // From a `--config` file the gateway refuses to start, naming it.
-    let dir = crate::reload::tempdir("access-costly-config");
-    let (catalog, _) = write_slow_catalog_files(&dir, &up.url);
-    let config = dir.join("costly.yaml");
-    let rule = &amplifying_rules()[0];
-    std::fs::write(
-        &config,
-        format!("upstreams:\n  pets:\n    access:\n      rules:\n        - when: '{rule}'\n"),
-    )
-    .expect("write config");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
-        .arg(&catalog)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .expect("toolgate runs");
-    assert!(!out.status.success(), "the gateway started");
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = serve_refusing_rule(&up, "access-costly-config", &amplifying_rules()[0]);
     assert!(
         stderr.contains("upstreams.pets.access.rules[0].when: the expression may"),
         "{stderr}"

@@ -377,9 +377,9 @@ fn call(name: &str, args: &[Bound]) -> Result<Bound, String> {
         operators::CONDITIONAL => (arg(1).join(arg(2)), 1),
         "dyn" => (arg(0), 1),
         "string" | "bytes" => (Est::opaque(arg(0).total.max(32)), read),
-        // Regular expressions compile per evaluation; the regex crate is
-        // linear in the text once compiled, and bounds the compiled size.
-        "matches" => (Est::SCALAR, read.saturating_mul(8)),
+        // NB: no `matches`: `cel` is built without its regex feature (it
+        // would compile the pattern on every call, per element of a
+        // comprehension), so a rule using it could never grant anything.
         operators::SUBSTRACT
         | operators::MULTIPLY
         | operators::DIVIDE
@@ -467,6 +467,8 @@ mod tests {
     fn unknown_functions_are_refused_by_name() {
         let e = cost_of(r#"subject.lowerAscii() == "a""#).unwrap_err();
         assert!(e.contains("lowerAscii"), "{e}");
+        let e = cost_of(r#"subject.matches("^a.*")"#).unwrap_err();
+        assert!(e.contains("\"matches\" is not available"), "{e}");
     }
 
     #[test]

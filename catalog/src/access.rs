@@ -435,6 +435,10 @@ impl AccessPolicy {
             message,
         };
         let mut rules = Vec::with_capacity(self.rules.len());
+        // One caller's decision evaluates every `when` of the policy, so
+        // the budget is the policy's, not each rule's: 64 rules at the
+        // limit would otherwise cost 64 times it.
+        let mut spent = 0u64;
         for (i, r) in self.rules.iter().enumerate() {
             for (j, g) in r.tools.iter().enumerate() {
                 if g.is_empty() {
@@ -447,7 +451,24 @@ impl AccessPolicy {
             }
             let when = match &r.when {
                 None => None,
-                Some(src) => Some(compile_when(src).map_err(|m| err(i, RuleField::When, m))?),
+                Some(src) => {
+                    let (when, cost) = compile_when(src).map_err(|m| err(i, RuleField::When, m))?;
+                    spent = spent.saturating_add(cost);
+                    if spent > cost::MAX_WHEN_COST {
+                        return Err(err(
+                            i,
+                            RuleField::When,
+                            format!(
+                                "the rules up to this one may cost up to {spent} steps together \
+                                 on the largest claims the gateway admits, over the policy's \
+                                 limit of {}: every `when` of a policy is evaluated for each \
+                                 caller, so their costs add up",
+                                cost::MAX_WHEN_COST
+                            ),
+                        ));
+                    }
+                    Some(when)
+                }
             };
             rules.push(CompiledRule {
                 scopes: r.scopes.clone(),
@@ -660,8 +681,8 @@ impl When {
     }
 }
 
-/// Bounds, parses and checks one `when`.
-fn compile_when(src: &str) -> Result<When, String> {
+/// Bounds, parses and checks one `when`; with its worst-case cost.
+fn compile_when(src: &str) -> Result<(When, u64), String> {
     if src.len() > MAX_WHEN_BYTES {
         return Err(format!(
             "the expression is {} bytes, over the limit of {MAX_WHEN_BYTES}",
@@ -684,11 +705,14 @@ fn compile_when(src: &str) -> Result<When, String> {
         .map_err(|e| format!("invalid CEL: {e}"))?;
     let mut check = Check::default();
     check.walk(&expr, &mut Vec::new(), 0)?;
-    cost::check(&expr)?;
-    Ok(When {
-        source: src.to_string(),
-        expr,
-    })
+    let cost = cost::check(&expr)?;
+    Ok((
+        When {
+            source: src.to_string(),
+            expr,
+        },
+        cost,
+    ))
 }
 
 /// Deepest nesting of brackets and conditionals outside string literals.

@@ -326,6 +326,29 @@ fn a_when_over_the_cost_budget_is_refused_naming_the_field() {
     assert!(e.message.contains("over the limit"), "{e}");
 }
 
+/// Every `when` of a policy is evaluated for each caller, so the budget
+/// is the policy's: rules each within it are refused once their sum is
+/// not, naming the first rule past it.
+#[test]
+fn the_costs_of_a_policys_rules_add_up() {
+    let tests = vec![r#"g.contains("7")"#; 6].join(" || ");
+    let when = format!("claims.groups.filter(g, {tests}).size() > 0");
+    compiled(json!([{"when": when}]));
+    let rules: Vec<_> = (0..64).map(|_| json!({"when": when})).collect();
+    let e = policy(json!(rules))
+        .compile(&PolicySite::McpUpstream)
+        .expect_err("64 of them are over the policy's budget");
+    let field = e.field.to_string();
+    assert!(
+        field.starts_with("spec.access.rules[") && field != "spec.access.rules[0].when",
+        "{field}"
+    );
+    assert!(e.message.contains("together"), "{e}");
+    // Rules without `when` cost nothing.
+    let plain: Vec<_> = (0..64).map(|_| json!({"tools": ["*"]})).collect();
+    compiled(json!(plain));
+}
+
 /// A caller whose inputs exceed what the bound assumed gets no grant from
 /// a `when`, so the bound holds for every caller.
 #[test]

@@ -331,7 +331,7 @@ fn a_when_over_the_cost_budget_is_refused_naming_the_field() {
 /// not, naming the first rule past it.
 #[test]
 fn the_costs_of_a_policys_rules_add_up() {
-    let tests = vec![r#"g.contains("7")"#; 6].join(" || ");
+    let tests = [r#"g.contains("7")"#; 6].join(" || ");
     let when = format!("claims.groups.filter(g, {tests}).size() > 0");
     compiled(json!([{"when": when}]));
     let rules: Vec<_> = (0..64).map(|_| json!({"when": when})).collect();

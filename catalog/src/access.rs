@@ -28,7 +28,7 @@
 
 mod cost;
 
-pub use cost::{MAX_INPUT_UNITS, MAX_VALUE_UNITS, MAX_WHEN_COST};
+pub use cost::{COST_TIERS, MAX_INPUT_UNITS, MAX_VALUE_UNITS, MAX_WHEN_COST};
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -339,6 +339,10 @@ pub enum DefaultAccess {
     Deny,
 }
 
+/// Most rules in one policy (also the CRD's `maxItems`): [`Held`] keeps
+/// one bit per rule.
+pub const MAX_RULES: usize = 64;
+
 /// Longest `when`, in bytes (also the CRD's `maxLength`).
 pub const MAX_WHEN_BYTES: usize = 4096;
 /// Deepest nesting of `(`, `[`, `{` and `? :` in a `when`. The parser
@@ -391,6 +395,8 @@ impl fmt::Display for PolicySite {
 /// A field of one rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleField {
+    /// The rule as a whole.
+    Rule,
     When,
     /// `tools[i]`.
     Tools(usize),
@@ -406,10 +412,11 @@ pub struct AccessField {
 
 impl fmt::Display for AccessField {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.rules[{}].", self.site, self.rule)?;
+        write!(f, "{}.rules[{}]", self.site, self.rule)?;
         match self.field {
-            RuleField::When => f.write_str("when"),
-            RuleField::Tools(i) => write!(f, "tools[{i}]"),
+            RuleField::Rule => Ok(()),
+            RuleField::When => f.write_str(".when"),
+            RuleField::Tools(i) => write!(f, ".tools[{i}]"),
         }
     }
 }
@@ -434,11 +441,21 @@ impl AccessPolicy {
             },
             message,
         };
+        if self.rules.len() > MAX_RULES {
+            return Err(err(
+                MAX_RULES,
+                RuleField::Rule,
+                format!(
+                    "a policy has at most {MAX_RULES} rules, this one {}",
+                    self.rules.len()
+                ),
+            ));
+        }
         let mut rules = Vec::with_capacity(self.rules.len());
+        let mut costs = [0u64; COST_TIERS.len()];
         // One caller's decision evaluates every `when` of the policy, so
         // the budget is the policy's, not each rule's: 64 rules at the
         // limit would otherwise cost 64 times it.
-        let mut spent = 0u64;
         for (i, r) in self.rules.iter().enumerate() {
             for (j, g) in r.tools.iter().enumerate() {
                 if g.is_empty() {
@@ -453,7 +470,10 @@ impl AccessPolicy {
                 None => None,
                 Some(src) => {
                     let (when, cost) = compile_when(src).map_err(|m| err(i, RuleField::When, m))?;
-                    spent = spent.saturating_add(cost);
+                    for (sum, c) in costs.iter_mut().zip(cost) {
+                        *sum = sum.saturating_add(c);
+                    }
+                    let spent = costs[COST_TIERS.len() - 1];
                     if spent > cost::MAX_WHEN_COST {
                         return Err(err(
                             i,
@@ -477,14 +497,18 @@ impl AccessPolicy {
                 when,
             });
         }
-        Ok(CompiledAccess { rules })
+        Ok(CompiledAccess { rules, costs })
     }
 }
 
 /// A policy ready to decide: see the module docs.
 #[derive(Debug)]
 pub struct CompiledAccess {
+    /// At most [`MAX_RULES`].
     rules: Vec<CompiledRule>,
+    /// The worst-case cost of evaluating every `when` for a caller whose
+    /// inputs fit each of [`COST_TIERS`].
+    costs: [u64; COST_TIERS.len()],
 }
 
 #[derive(Debug)]
@@ -532,26 +556,56 @@ impl<'a> ToolInfo<'a> {
 impl CompiledAccess {
     /// The rules whose conditions `principal` (`None`: anonymous) meets.
     pub fn grants_for(&self, principal: Option<&Principal>) -> Grants<'_> {
-        let mut vars = None;
-        let rules = self
-            .rules
-            .iter()
-            .filter(|r| {
-                let scopes = principal.map(|p| &p.scopes);
-                if !r
-                    .scopes
-                    .iter()
-                    .all(|s| scopes.is_some_and(|held| held.contains(s)))
-                {
-                    return false;
-                }
-                match &r.when {
+        let held = self.held_by(&mut CallerInputs::new(principal));
+        self.grants_of(held)
+    }
+
+    /// The rules whose conditions `caller` meets. To decide one caller for
+    /// many policies, pass the same [`CallerInputs`]: its CEL values are
+    /// built once.
+    pub fn held_by(&self, caller: &mut CallerInputs<'_>) -> Held {
+        let scopes = caller.principal.map(|p| &p.scopes);
+        let mut held = 0u64;
+        for (i, r) in self.rules.iter().enumerate() {
+            let meets = r
+                .scopes
+                .iter()
+                .all(|s| scopes.is_some_and(|have| have.contains(s)))
+                && match &r.when {
                     None => true,
-                    Some(w) => w.holds(vars.get_or_insert_with(|| Variables::of(principal))),
-                }
-            })
-            .collect();
-        Grants { rules }
+                    Some(w) => w.holds(caller.variables()),
+                };
+            if meets {
+                held |= 1 << i;
+            }
+        }
+        Held(held)
+    }
+
+    /// The grants of rules `held`, as [`CompiledAccess::held_by`] found.
+    pub fn grants_of(&self, held: Held) -> Grants<'_> {
+        Grants { policy: self, held }
+    }
+
+    /// The most [`CompiledAccess::held_by`] can cost for `caller`, in the
+    /// units of [`MAX_WHEN_COST`]: what decides whether a decision may run
+    /// on an async worker. `0` for a policy without `when`.
+    pub fn cost_for(&self, caller: &CallerInputs<'_>) -> u64 {
+        if caller.oversized {
+            // No `when` is evaluated for it at all.
+            return 0;
+        }
+        let tier = COST_TIERS
+            .iter()
+            .position(|&t| caller.units <= t)
+            .unwrap_or(COST_TIERS.len() - 1);
+        self.costs[tier]
+    }
+
+    /// Whether any rule has a `when`: without one, deciding is a few
+    /// comparisons of scopes.
+    pub fn has_conditions(&self) -> bool {
+        self.costs[COST_TIERS.len() - 1] > 0
     }
 
     /// Whether `principal` may see and call `tool`. To decide for many
@@ -561,22 +615,73 @@ impl CompiledAccess {
     }
 }
 
+/// Which rules of one policy a caller meets, as a bit per rule: small and
+/// owned, so a decision made elsewhere (off the async workers, or by an
+/// earlier request of the same caller) can be kept and reused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Held(u64);
+
 /// The rules one caller meets; decides per tool.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Grants<'a> {
-    rules: Vec<&'a CompiledRule>,
+    policy: &'a CompiledAccess,
+    held: Held,
 }
 
 impl Grants<'_> {
     pub fn allows(&self, tool: &ToolInfo<'_>) -> bool {
-        self.rules.iter().any(|r| {
+        self.rules().any(|r| {
             (!r.read_only || tool.read_only) && r.tools.iter().any(|g| glob(g, tool.base_name))
         })
     }
 
     /// Whether no tool at all is granted.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.held.0 == 0
+    }
+
+    fn rules(&self) -> impl Iterator<Item = &CompiledRule> + '_ {
+        self.policy
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.held.0 & (1 << i) != 0)
+            .map(|(_, r)| r)
+    }
+}
+
+/// One caller as rules see it, measured once and converted to CEL values
+/// on the first `when` evaluated: what deciding it for many policies
+/// shares.
+pub struct CallerInputs<'p> {
+    principal: Option<&'p Principal>,
+    /// The size of its largest input, in the units of [`MAX_INPUT_UNITS`].
+    units: u64,
+    /// Over [`MAX_INPUT_UNITS`]: no `when` is evaluated for it.
+    oversized: bool,
+    vars: Option<Variables>,
+}
+
+impl<'p> CallerInputs<'p> {
+    pub fn new(principal: Option<&'p Principal>) -> Self {
+        let units = principal.map_or(0, input_units);
+        CallerInputs {
+            principal,
+            units,
+            oversized: units > MAX_INPUT_UNITS,
+            vars: None,
+        }
+    }
+
+    /// The caller decided for.
+    pub fn principal(&self) -> Option<&'p Principal> {
+        self.principal
+    }
+
+    fn variables(&mut self) -> &Variables {
+        let (principal, oversized) = (self.principal, self.oversized);
+        self.vars
+            .get_or_insert_with(|| Variables::of(principal, oversized))
     }
 }
 
@@ -592,7 +697,7 @@ struct Variables {
 }
 
 impl Variables {
-    fn of(principal: Option<&Principal>) -> Variables {
+    fn of(principal: Option<&Principal>, oversized: bool) -> Variables {
         match principal {
             None => Variables {
                 identity: None,
@@ -602,7 +707,7 @@ impl Variables {
             },
             // The cost bound of every `when` assumes inputs within
             // MAX_INPUT_UNITS; a caller beyond it gets no grant from one.
-            Some(p) if !within_cost_bounds(p) => Variables {
+            Some(_) if oversized => Variables {
                 identity: None,
                 scopes: CelValue::List(Arc::new(Vec::new())),
                 claims: empty_map(),
@@ -629,14 +734,37 @@ impl Variables {
     }
 }
 
-/// Whether `p`'s variables fit the sizes [`cost`] assumed.
-fn within_cost_bounds(p: &Principal) -> bool {
-    let max = MAX_INPUT_UNITS as usize;
-    let scopes: usize = p.scopes.iter().map(|s| s.len() + 1).sum();
-    p.subject.len() <= max
-        && p.issuer.as_ref().map_or(0, String::len) <= max
-        && scopes <= max
-        && serde_json::to_vec(&p.claims).is_ok_and(|v| v.len() <= max)
+/// The size of `p`'s largest variable, in the units [`cost`] assumes (a
+/// string's bytes, the claims' JSON bytes), measured without copying.
+fn input_units(p: &Principal) -> u64 {
+    /// Counts what is written to it.
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len() as u64);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut claims = Count(0);
+    // Claims are JSON and always serialise; should they not, they count
+    // as too large to evaluate.
+    let claims = match serde_json::to_writer(&mut claims, &p.claims) {
+        Ok(()) => claims.0,
+        Err(_) => u64::MAX,
+    };
+    let scopes: u64 = p.scopes.iter().map(|s| s.len() as u64 + 1).sum();
+    [
+        p.subject.len() as u64,
+        p.issuer.as_ref().map_or(0, |i| i.len() as u64),
+        scopes,
+        claims,
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
 }
 
 fn empty_map() -> CelValue {
@@ -681,8 +809,9 @@ impl When {
     }
 }
 
-/// Bounds, parses and checks one `when`; with its worst-case cost.
-fn compile_when(src: &str) -> Result<(When, u64), String> {
+/// Bounds, parses and checks one `when`; with its worst-case cost at each
+/// of [`COST_TIERS`].
+fn compile_when(src: &str) -> Result<(When, [u64; COST_TIERS.len()]), String> {
     if src.len() > MAX_WHEN_BYTES {
         return Err(format!(
             "the expression is {} bytes, over the limit of {MAX_WHEN_BYTES}",

@@ -36,6 +36,7 @@
 //! documents when there is no `--catalog`. [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
 
+pub mod access;
 pub mod auth;
 pub mod call;
 pub mod config;

@@ -41,7 +41,7 @@ use tracing::Instrument;
 use catalog::listing::ListMode;
 
 use crate::config::ListingConfig;
-use crate::inbound::Inbound;
+use crate::inbound::{Caller, Inbound};
 use crate::intake::{check_host_and_origin, McpEndpoint};
 use crate::reload::CatalogStore;
 use crate::server::{mcp_service, ScopedServices, SessionSettings, Shared, View};
@@ -317,19 +317,28 @@ fn requested_mode(uri: &http::Uri) -> Result<Option<ListMode>, Box<Response>> {
     Ok(mode)
 }
 
+/// The verified caller of `req` (`None` in open mode); owned, since a
+/// `&Request` cannot be held across an await of a handler.
+fn caller_of(req: &Request) -> Option<Arc<Caller>> {
+    req.extensions().get::<Arc<Caller>>().cloned()
+}
+
 impl AppState {
     /// Whether `prefix` is an upstream of which the admitted caller of
     /// `req` may see at least one tool.
-    fn prefix_visible(&self, prefix: &str, req: &Request) -> bool {
+    async fn prefix_visible(&self, prefix: &str, caller: Option<Arc<Caller>>) -> bool {
         let snapshot = self.shared.store.load();
-        let principal = req
-            .extensions()
-            .get::<Arc<crate::inbound::Caller>>()
-            .map(|c| &c.principal);
+        let principal = caller.as_deref().map(|c| &c.principal);
         if !snapshot.has_prefix(prefix) {
             return false;
         }
-        let mut access = snapshot.caller_access(principal, self.shared.default_access);
+        let mut access = crate::access::resolve(
+            &snapshot,
+            principal,
+            self.shared.default_access,
+            Some(prefix),
+        )
+        .await;
         let mut tools = snapshot.tools(Some(prefix)).peekable();
         // An upstream without tools hides nothing but itself.
         let visible = match tools.peek() {
@@ -342,13 +351,11 @@ impl AppState {
     /// Whether access rules hide no tool of the catalog from the admitted
     /// caller of `req`: only such a caller may read `/status` on the MCP
     /// port, since it names every upstream.
-    fn sees_everything(&self, req: &Request) -> bool {
+    async fn sees_everything(&self, caller: Option<Arc<Caller>>) -> bool {
         let snapshot = self.shared.store.load();
-        let principal = req
-            .extensions()
-            .get::<Arc<crate::inbound::Caller>>()
-            .map(|c| &c.principal);
-        let mut access = snapshot.caller_access(principal, self.shared.default_access);
+        let principal = caller.as_deref().map(|c| &c.principal);
+        let mut access =
+            crate::access::resolve(&snapshot, principal, self.shared.default_access, None).await;
         let all = snapshot.tools(None).all(|t| access.allows(t));
         all
     }
@@ -382,7 +389,7 @@ async fn scoped(
     }
     // NB: an upstream whose access rules grant this caller no tool gets
     // the very answer of an unknown prefix, so its existence stays hidden.
-    if !state.prefix_visible(&prefix, &req) {
+    if !state.prefix_visible(&prefix, caller_of(&req)).await {
         return (
             StatusCode::NOT_FOUND,
             Json(json!({"error": format!("no upstream with prefix '{prefix}'")})),
@@ -481,7 +488,7 @@ async fn status(State(state): State<AppState>, mut req: Request) -> Response {
     if let Err(r) = state.admit(&mut req).await {
         return r;
     }
-    if !state.sees_everything(&req) {
+    if !state.sees_everything(caller_of(&req)).await {
         return StatusCode::NOT_FOUND.into_response();
     }
     status_body(&state)

@@ -391,7 +391,7 @@ impl McpHandler {
 
     /// Search mode's `tools/list`: the meta-tools, then the pinned tools
     /// the view serves and the caller may call, in the configured order.
-    fn list_search_mode(
+    async fn list_search_mode(
         &self,
         request: Option<PaginatedRequestParams>,
         principal: Option<&catalog::access::Principal>,
@@ -409,7 +409,7 @@ impl McpHandler {
             .map(|m| m.tool(settings))
             .collect();
         for name in &settings.pinned {
-            match self.visible(&snapshot, name, principal) {
+            match self.visible(&snapshot, name, principal).await {
                 Some(t) => tools.push(t.mcp_for_listing()),
                 None => tracing::debug!(tool = %name, "pinned tool not served here; skipped"),
             }
@@ -429,7 +429,7 @@ impl McpHandler {
         // One snapshot for the whole call: a reload never splits it.
         let snapshot = self.shared.store.load();
         let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
-        let Some(tool) = self.visible(&snapshot, name, principal).cloned() else {
+        let Some(tool) = self.visible(&snapshot, name, principal).await.cloned() else {
             // NB: the same error for a tool the caller may not call, so
             // the answer does not say whether it exists.
             seen.error = Some(ErrorType::UnknownTool);
@@ -484,7 +484,13 @@ impl McpHandler {
                     }
                 };
                 let snapshot = self.shared.store.load();
-                let mut access = snapshot.caller_access(principal, self.shared.default_access);
+                let mut access = crate::access::resolve(
+                    &snapshot,
+                    principal,
+                    self.shared.default_access,
+                    self.view.prefix_scope(),
+                )
+                .await;
                 let result = crate::search::search(&snapshot, &args, |t| {
                     self.view.serves(t) && access.allows(t)
                 });
@@ -499,7 +505,7 @@ impl McpHandler {
                     }
                 };
                 let snapshot = self.shared.store.load();
-                match self.visible(&snapshot, &args.name, principal) {
+                match self.visible(&snapshot, &args.name, principal).await {
                     Some(t) => Ok(crate::search::describe(t).into()),
                     None => {
                         seen.error = Some(ErrorType::UnknownTool);
@@ -526,20 +532,31 @@ impl McpHandler {
     }
 
     /// `name` if this endpoint serves it and the caller may call it.
-    fn visible<'a>(
+    async fn visible<'a>(
+        &self,
+        snapshot: &'a Arc<crate::snapshot::Snapshot>,
+        name: &str,
+        principal: Option<&'a catalog::access::Principal>,
+    ) -> Option<&'a Arc<crate::snapshot::ToolEntry>> {
+        let tool = snapshot.tool(name).filter(|t| self.view.serves(t))?;
+        let default = self.shared.default_access;
+        let mut access =
+            crate::access::resolve(snapshot, principal, default, Some(&tool.prefix)).await;
+        access.allows(tool).then_some(tool)
+    }
+
+    /// [`Self::visible`] where no await is possible: a costly decision
+    /// not made before grants nothing ([`crate::access`]).
+    fn visible_now<'a>(
         &self,
         snapshot: &'a crate::snapshot::Snapshot,
         name: &str,
         principal: Option<&'a catalog::access::Principal>,
     ) -> Option<&'a Arc<crate::snapshot::ToolEntry>> {
-        snapshot
-            .tool(name)
-            .filter(|t| self.view.serves(t))
-            .filter(|t| {
-                snapshot
-                    .caller_access(principal, self.shared.default_access)
-                    .allows(t)
-            })
+        let tool = snapshot.tool(name).filter(|t| self.view.serves(t))?;
+        crate::access::CallerAccess::new(snapshot, principal, self.shared.default_access)
+            .allows(tool)
+            .then_some(tool)
     }
 }
 
@@ -622,7 +639,7 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let started = Instant::now();
-        let result = self.list_tools_now(request, context);
+        let result = self.listing(request, context).await;
         self.operation(
             McpMethod::ToolsList,
             None,
@@ -674,7 +691,7 @@ impl ServerHandler for McpHandler {
                 return Some(meta.tool(self.search_settings(&snapshot)));
             }
         }
-        self.visible(&snapshot, name, caller.as_deref().map(|c| &c.principal))
+        self.visible_now(&snapshot, name, caller.as_deref().map(|c| &c.principal))
             .map(|t| t.mcp().clone())
     }
 
@@ -749,7 +766,7 @@ impl McpHandler {
     }
 
     /// `tools/list`.
-    fn list_tools_now(
+    async fn listing(
         &self,
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
@@ -757,11 +774,12 @@ impl McpHandler {
         let call_ctx = crate::inbound::caller_of(&context);
         let principal = call_ctx.caller.as_deref().map(|c| &c.principal);
         if self.view.mode == ListMode::Search {
-            return self.list_search_mode(request, principal);
+            return self.list_search_mode(request, principal).await;
         }
         let snapshot = self.shared.store.load();
-        let mut access = snapshot.caller_access(principal, self.shared.default_access);
         let scope = self.view.prefix_scope();
+        let mut access =
+            crate::access::resolve(&snapshot, principal, self.shared.default_access, scope).await;
         let endpoint = self.view.endpoint_key();
         let mut version = snapshot
             .listing_version(scope)

@@ -33,16 +33,14 @@
 //!
 //! **Access.** Each upstream's `access` policy is compiled with the
 //! snapshot (a rule that does not compile fails the build, naming
-//! `upstreams.<prefix>.access.rules[i]...`), and [`Snapshot::caller_access`]
-//! decides which tools one caller may see and call.
+//! `upstreams.<prefix>.access.rules[i]...`), and [`crate::access`]
+//! decides with them which tools one caller may see and call.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
-use catalog::access::{
-    AccessPolicy, CompiledAccess, DefaultAccess, Grants, PolicySite, Principal, ToolInfo,
-};
+use catalog::access::{AccessPolicy, CompiledAccess, PolicySite, ToolInfo};
 use catalog::search::SearchIndex;
 use catalog::toolset::{Toolset, ToolsetName};
 use catalog::transform::JqProgram;
@@ -284,6 +282,7 @@ pub struct Snapshot {
     prefixes: BTreeMap<String, Vec<usize>>,
     /// Per prefix; absent for upstreams without an `access` policy.
     access: HashMap<String, UpstreamAccess>,
+    access_memo: crate::access::Memo,
     listing: ListingVersions,
     /// Over `tools`, in their order.
     search: Arc<SearchIndex>,
@@ -443,6 +442,7 @@ impl Snapshot {
             index: HashMap::new(),
             prefixes: BTreeMap::new(),
             access: HashMap::new(),
+            access_memo: crate::access::Memo::default(),
             listing: ListingVersions::default(),
             search: Arc::new(SearchIndex::build(&Catalog::new(Vec::new()))),
             toolsets: BTreeMap::new(),
@@ -567,6 +567,7 @@ impl Snapshot {
             index,
             prefixes,
             access,
+            access_memo: crate::access::Memo::default(),
             listing,
             search: Arc::new(search),
             toolsets: BTreeMap::new(),
@@ -662,6 +663,7 @@ impl Snapshot {
             index: self.index.clone(),
             prefixes: self.prefixes.clone(),
             access: self.access.clone(),
+            access_memo: crate::access::Memo::default(),
             listing: self.listing.clone(),
             search: self.search.clone(),
             toolsets: self.toolsets.clone(),
@@ -747,20 +749,27 @@ impl Snapshot {
         self.prefixes.keys().map(String::as_str)
     }
 
-    /// Decides for one caller (`None`: anonymous, in open mode) which
-    /// tools it may see and call; upstreams without a policy follow
-    /// `default`.
-    pub fn caller_access<'a>(
+    /// The compiled access policies of `scope`'s upstreams (`None`:
+    /// all), by prefix; upstreams without a policy are not among them.
+    pub fn policies<'a>(
         &'a self,
-        principal: Option<&'a Principal>,
-        default: DefaultAccess,
-    ) -> CallerAccess<'a> {
-        CallerAccess {
-            snapshot: self,
-            principal,
-            default,
-            grants: HashMap::new(),
+        scope: Option<&str>,
+    ) -> Box<dyn Iterator<Item = (&'a str, &'a CompiledAccess)> + 'a> {
+        let policy = |(p, a): (&'a String, &'a UpstreamAccess)| (p.as_str(), &*a.compiled);
+        match scope {
+            None => Box::new(self.access.iter().map(policy)),
+            Some(prefix) => Box::new(self.access.get_key_value(prefix).map(policy).into_iter()),
         }
+    }
+
+    /// The compiled access policy of upstream `prefix`, if it has one.
+    pub fn policy(&self, prefix: &str) -> Option<&CompiledAccess> {
+        self.access.get(prefix).map(|a| &*a.compiled)
+    }
+
+    /// Costly access decisions made on this snapshot ([`crate::access`]).
+    pub fn access_memo(&self) -> &crate::access::Memo {
+        &self.access_memo
     }
 
     /// Prefixes served by both snapshots whose access policy differs.
@@ -772,50 +781,6 @@ impl Snapshot {
             })
             .map(str::to_string)
             .collect()
-    }
-}
-
-/// One caller's view of a snapshot: each upstream's rules are evaluated
-/// for the caller once, on its first tool, then matched per tool.
-pub struct CallerAccess<'a> {
-    snapshot: &'a Snapshot,
-    principal: Option<&'a Principal>,
-    default: DefaultAccess,
-    /// Per prefix; `None` for an upstream without a policy.
-    grants: HashMap<&'a str, Option<Grants<'a>>>,
-}
-
-impl<'a> CallerAccess<'a> {
-    /// Whether the caller is granted anything of upstream `prefix` at
-    /// all: for an upstream without tools, the only sign it is not hidden.
-    pub fn grants_any_of(&mut self, prefix: &str) -> bool {
-        let (snapshot, principal) = (self.snapshot, self.principal);
-        let Some((key, access)) = snapshot.access.get_key_value(prefix) else {
-            return snapshot.has_prefix(prefix) && self.default == DefaultAccess::Allow;
-        };
-        let grants = self
-            .grants
-            .entry(key.as_str())
-            .or_insert_with(|| Some(access.compiled.grants_for(principal)));
-        match grants {
-            None => self.default == DefaultAccess::Allow,
-            Some(g) => !g.is_empty(),
-        }
-    }
-
-    /// Whether the caller may see and call `tool`.
-    pub fn allows(&mut self, tool: &'a ToolEntry) -> bool {
-        let (snapshot, principal) = (self.snapshot, self.principal);
-        let grants = self.grants.entry(tool.prefix.as_str()).or_insert_with(|| {
-            snapshot
-                .access
-                .get(&tool.prefix)
-                .map(|a| a.compiled.grants_for(principal))
-        });
-        match grants {
-            None => self.default == DefaultAccess::Allow,
-            Some(g) => g.allows(&tool.access_info()),
-        }
     }
 }
 

@@ -85,14 +85,35 @@ struct Bound {
     cost: u64,
 }
 
-/// The worst-case cost of `expr`, or why it is refused.
-pub(super) fn check(expr: &Expression) -> Result<u64, String> {
-    let mut scope = Vec::new();
-    let b = bound(expr, &mut scope)?;
-    if b.cost > MAX_WHEN_COST {
-        return Err(over_cost(b.cost));
+/// Caller input sizes (units, as [`MAX_INPUT_UNITS`]) at which a rule's
+/// cost is also tabulated, so a decision can be priced for the caller at
+/// hand: real claims are a few hundred bytes, far below the worst case.
+pub const COST_TIERS: [u64; 5] = [256, 1024, 4096, 16 * 1024, MAX_INPUT_UNITS];
+
+/// The worst-case cost of `expr` for callers whose inputs fit each of
+/// [`COST_TIERS`], or why it is refused (judged at the largest).
+pub(super) fn check(expr: &Expression) -> Result<[u64; COST_TIERS.len()], String> {
+    let worst = cost_at(expr, MAX_INPUT_UNITS)?;
+    if worst > MAX_WHEN_COST {
+        return Err(over_cost(worst));
     }
-    Ok(b.cost)
+    // NB: every bound grows with its inputs, so a smaller tier cannot err
+    // where the largest did not; should it, the largest stands for it.
+    Ok(COST_TIERS.map(|units| match units {
+        MAX_INPUT_UNITS => worst,
+        _ => cost_at(expr, units).map_or(worst, |c| c.min(worst)),
+    }))
+}
+
+/// The bound of `expr` with its variables at most `units` large.
+fn cost_at(expr: &Expression, units: u64) -> Result<u64, String> {
+    // The variables as the outermost scope: a comprehension's own
+    // variable of the same name still shadows them.
+    let mut scope: Vec<(String, Est)> = ["subject", "issuer", "scopes", "claims"]
+        .into_iter()
+        .map(|v| (v.to_string(), Est::opaque(units)))
+        .collect();
+    Ok(bound(expr, &mut scope)?.cost)
 }
 
 fn over_cost(cost: u64) -> String {
@@ -427,7 +448,19 @@ mod tests {
             .parser()
             .parse(src)
             .map_err(|e| e.to_string())?;
-        check(&expr)
+        check(&expr).map(|tiers| tiers[COST_TIERS.len() - 1])
+    }
+
+    #[test]
+    fn a_rule_costs_less_for_a_caller_with_small_claims() {
+        let expr = cel::Env::stdlib()
+            .with_optional_support(false)
+            .parser()
+            .parse(r#"claims.groups.exists(g, g.startsWith("team-"))"#)
+            .unwrap();
+        let tiers = check(&expr).unwrap();
+        assert!(tiers.windows(2).all(|w| w[0] <= w[1]), "{tiers:?}");
+        assert!(tiers[1] * 16 <= tiers[4], "{tiers:?}");
     }
 
     #[test]

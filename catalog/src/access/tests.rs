@@ -346,7 +346,56 @@ fn the_costs_of_a_policys_rules_add_up() {
     assert!(e.message.contains("together"), "{e}");
     // Rules without `when` cost nothing.
     let plain: Vec<_> = (0..64).map(|_| json!({"tools": ["*"]})).collect();
-    compiled(json!(plain));
+    let c = compiled(json!(plain));
+    assert!(!c.has_conditions());
+    assert_eq!(c.cost_for(&CallerInputs::new(None)), 0);
+}
+
+#[test]
+fn a_policy_has_at_most_64_rules_and_each_is_decided() {
+    let mut rules: Vec<_> = (0..63).map(|_| json!({"scopes": ["never"]})).collect();
+    rules.push(json!({"tools": ["get_*"]}));
+    let c = compiled(json!(rules));
+    let anyone = principal("a", &[], json!({}));
+    // The 64th rule, the last bit, grants.
+    assert!(c.grants(Some(&anyone), &GET));
+    assert!(!c.grants(Some(&anyone), &DELETE));
+    rules.push(json!({}));
+    let e = policy(json!(rules))
+        .compile(&PolicySite::GatewayConfig {
+            prefix: "pets".into(),
+        })
+        .expect_err("65 rules");
+    assert_eq!(
+        e.to_string(),
+        "upstreams.pets.access.rules[64]: a policy has at most 64 rules, this one 65"
+    );
+}
+
+/// A decision is priced for the caller at hand: small claims, small cost;
+/// the largest the gateway admits, the cost the policy was admitted with.
+#[test]
+fn a_decision_costs_what_the_callers_inputs_allow() {
+    let c = compiled(json!([{"when": r#"claims.groups.exists(g, g.startsWith("team-"))"#}]));
+    let small = principal("a", &[], json!({"groups": ["team-a"]}));
+    let big = principal("a", &[], json!({"groups": ["x".repeat(60_000)]}));
+    let too_big = principal("a", &[], json!({"groups": ["x".repeat(70_000)]}));
+    let (small, big, too_big) = (
+        c.cost_for(&CallerInputs::new(Some(&small))),
+        c.cost_for(&CallerInputs::new(Some(&big))),
+        c.cost_for(&CallerInputs::new(Some(&too_big))),
+    );
+    assert!(
+        0 < small && small * 16 <= big && big <= MAX_WHEN_COST,
+        "{small} {big}"
+    );
+    assert_eq!(too_big, 0, "nothing is evaluated for it");
+    // One caller's inputs serve many policies.
+    let member = principal("a", &[], json!({"groups": ["team-a"]}));
+    let mut caller = CallerInputs::new(Some(&member));
+    let held = c.held_by(&mut caller);
+    assert!(c.grants_of(held).allows(&GET));
+    assert_eq!(c.held_by(&mut caller), held);
 }
 
 /// A caller whose inputs exceed what the bound assumed gets no grant from

@@ -555,3 +555,61 @@ async fn callers_see_and_call_what_their_scopes_and_groups_grant_on_both_endpoin
         "rules: [] is nobody"
     );
 }
+
+/// A rule that is cheap for everyday claims but costly for large ones
+/// (here ~330K steps at 5 KiB of groups, over what a decision may cost on
+/// an async worker) is decided off the workers and remembered: the
+/// listing, the prefix endpoint and the call all still decide exactly.
+#[tokio::test]
+async fn costly_decisions_for_large_claims_are_still_exact() {
+    let (idp, up) = (
+        toolgate_tests::idp::Idp::start().await,
+        TestUpstream::start().await,
+    );
+    let rules = r#"[{when: 'claims.groups.exists(g, g.startsWith("team-"))'}]"#;
+    let gw = gateway_with_idp(&idp, &up, rules, "allow").await;
+    // About 5 KiB of groups: within the token size cap, and past the
+    // 4 KiB tier where this rule's cost crosses the inline budget.
+    let padding: Vec<String> = (0..100).map(|i| format!("{i:0>44}-dev")).collect();
+    let token = |extra: &str| {
+        let mut groups: Vec<&str> = padding.iter().map(String::as_str).collect();
+        groups.push(extra);
+        idp.token().aud("toolgate").groups(&groups).mint()
+    };
+    let member = bearer(token("team-sre"));
+    let outsider = bearer(token("ops"));
+    let everything = set(&[
+        "pets__get_pet",
+        "pets__list_pets",
+        "pets__create_pet",
+        "pets__delete_pet",
+        "other__ping",
+    ]);
+
+    let url = format!("{}/mcp", gw.url);
+    let m = connect_caller(&url, &member).await;
+    let o = connect_caller(&url, &outsider).await;
+    for round in ["decided", "remembered"] {
+        assert_eq!(names(&m).await, everything, "{round}");
+        assert_eq!(names(&o).await, set(&["other__ping"]), "{round}");
+    }
+    let ok = call(&m, "pets__get_pet", json!({})).await;
+    assert!(!is_error(&ok), "{}", text(&ok));
+    refused_like_unknown(&o, "pets__get_pet").await;
+
+    let scoped = format!("{}/mcp/pets", gw.url);
+    let m = connect_caller(&scoped, &member).await;
+    assert_eq!(names(&m).await.len(), 4);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let mut req = reqwest::Client::new()
+        .post(&scoped)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in &outsider.headers {
+        req = req.header(k.as_str(), v.as_str());
+    }
+    let r = req.body(init).send().await.expect("POST");
+    assert_eq!(r.status(), 404, "hidden must look unknown");
+    // Only the member's call reached the upstream.
+    assert_eq!(up.requests().len(), 1);
+}

@@ -7,6 +7,7 @@
 //! cargo bench -p gateway --bench load -- --memory     # RSS with the corpus only
 //! cargo bench -p gateway --bench load -- --auth       # JWT auth on vs off only
 //! cargo bench -p gateway --bench load -- --tracing    # OTLP traces on vs off only
+//! cargo bench -p gateway --bench load -- --access     # costly access rules only
 //! ```
 //!
 //! **Load.** A small upstream (axum, `GET /pets/{id}` → a 3-field JSON
@@ -40,6 +41,15 @@
 //! collector's sharing its cores (`BENCH_OTLP_DECODE=1` decodes, as the
 //! tests do).
 //!
+//! **Access.** The attacks of the second security round, on the release
+//! binary: the access rules that once crashed every replica must stop
+//! `serve` at load, naming the field; and 200 upstreams, each with the
+//! costliest policy the bound admits, listed by callers with 11 KiB of
+//! claims (four at once, each a different caller), must leave `/healthz`
+//! answering promptly: decisions that costly run on the blocking pool.
+//! Prints the listing times, first and remembered, and `/healthz`'s
+//! slowest answer meanwhile.
+//!
 //! Env: `BENCH_SECONDS` (default 5) per measurement.
 
 use std::net::SocketAddr;
@@ -71,6 +81,7 @@ fn main() {
     let only_mem = args.iter().any(|a| a == "--memory");
     let only_auth = args.iter().any(|a| a == "--auth");
     let only_tracing = args.iter().any(|a| a == "--tracing");
+    let only_access = args.iter().any(|a| a == "--access");
     gateway::upstream::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -78,7 +89,7 @@ fn main() {
         .expect("tokio runtime");
     let tmp = std::env::temp_dir().join(format!("toolgate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).expect("temp dir");
-    let all = !only_load && !only_mem && !only_auth && !only_tracing;
+    let all = !only_load && !only_mem && !only_auth && !only_tracing && !only_access;
     if all || only_load {
         rt.block_on(load(&tmp));
     }
@@ -90,6 +101,9 @@ fn main() {
     }
     if all || only_tracing {
         rt.block_on(tracing_cost(&tmp));
+    }
+    if all || only_access {
+        rt.block_on(access_attacks(&tmp));
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -833,4 +847,188 @@ async fn memory(tmp: &Path) {
     if !skipped.is_empty() {
         println!("not compiled: {skipped:#?}");
     }
+}
+
+// ---------------------------------------------------------------- access
+
+/// The largest `n` in `1..=max` for which `shape(n)` is admitted as a
+/// `when` (within 4 KiB).
+fn largest_admitted(shape: &dyn Fn(usize) -> String, max: usize) -> usize {
+    let admitted = |n: usize| {
+        let when = shape(n);
+        when.len() <= 4096
+            && catalog::access::AccessPolicy {
+                rules: vec![catalog::access::AccessRule {
+                    when: Some(when),
+                    ..Default::default()
+                }],
+            }
+            .compile(&catalog::access::PolicySite::McpUpstream)
+            .is_ok()
+    };
+    let (mut lo, mut hi) = (1, max);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if admitted(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+async fn access_attacks(tmp: &Path) {
+    const UPSTREAMS: usize = 200;
+    const LISTERS: usize = 4;
+    let idp = toolgate_tests::idp::Idp::start().await;
+    let up = upstream().await;
+    let spec = serde_json::to_vec(&pets_spec(&format!("http://{up}"))).expect("spec");
+    let upstreams = (0..UPSTREAMS)
+        .map(|i| compile(&format!("p{i}"), "pets.json", &spec).expect("pets spec compiles"))
+        .collect();
+    let file = tmp.join("access-catalog.json");
+    let cat = catalog::Catalog::new(upstreams);
+    std::fs::write(&file, serde_json::to_vec(&cat).expect("catalog json")).expect("write");
+
+    println!("\n## Costly access rules, release binary\n");
+    // 1. The rules of the report: refused at load, naming the field.
+    let zeros = vec!["0"; 900].join(",");
+    let bomb = format!(
+        "[{zeros}].map(x, [{zeros}]).map(y, y+y+y+y+y+y+y+y).map(y, y+y+y+y+y+y+y+y).size() > 0"
+    );
+    for (name, when) in [("3.7 KiB memory bomb", bomb)] {
+        let config = tmp.join("bomb.yaml");
+        let text = json!({"upstreams": {"p0": {"access": {"rules": [{"when": when}]}}}});
+        std::fs::write(&config, serde_json::to_vec(&text).expect("config")).expect("write");
+        let started = Instant::now();
+        let out = Command::new(TOOLGATE)
+            .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
+            .arg(&file)
+            .arg("--config")
+            .arg(&config)
+            .env("TOOLGATE_METRICS_ADDR", "off")
+            .output()
+            .expect("run toolgate serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let line = stderr
+            .lines()
+            .find(|l| l.contains("access.rules[0].when"))
+            .unwrap_or("(no line names the field)");
+        println!(
+            "- {name}: `serve` exits {} after {:.0} ms: {}",
+            out.status,
+            started.elapsed().as_secs_f64() * 1e3,
+            line.chars().take(160).collect::<String>()
+        );
+        assert!(!out.status.success(), "serve must refuse the rule");
+    }
+
+    // 2. The costliest admitted policy on every upstream.
+    let shape = |n: usize| {
+        let body = vec!["g.contains(\"7\")"; n].join(" || ");
+        format!("claims.groups.filter(g, {body}).size() > 0")
+    };
+    let n = largest_admitted(&shape, 200);
+    let when = shape(n);
+    let port = free_port();
+    let upstream_cfg: serde_json::Map<String, Value> = (0..UPSTREAMS)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"access": {"rules": [{"when": when}]}}),
+            )
+        })
+        .collect();
+    let config = tmp.join("gateway-access.yaml");
+    let text = json!({
+        "inbound": {
+            "resource": format!("http://127.0.0.1:{port}/mcp"),
+            "jwt": [{"issuer": idp.issuer(), "audiences": ["toolgate"]}],
+        },
+        "upstreams": upstream_cfg,
+    });
+    std::fs::write(&config, serde_json::to_vec(&text).expect("config")).expect("write");
+    let gw = start_gateway_on(port, &file, Some(&config)).await;
+    // ~11 KiB of groups, none containing a 7 but the last, which grants.
+    let token = |who: usize, groups: usize| {
+        let mut g: Vec<String> = (0..groups).map(|i| format!("{:0>40}", i % 7)).collect();
+        g.push("team-7".into());
+        let g: Vec<&str> = g.iter().map(String::as_str).collect();
+        idp.token()
+            .aud("toolgate")
+            .subject(&format!("caller-{who}"))
+            .groups(&g)
+            .mint()
+    };
+    let big: Vec<String> = (0..LISTERS).map(|i| token(i, 260)).collect();
+    let small = token(99, 2);
+
+    // `/healthz`, asked every 5 ms while the listings run.
+    let probing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let prober = {
+        let (url, probing) = (gw.url.clone(), probing.clone());
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            let (mut slowest, mut probes) = (Duration::ZERO, 0u32);
+            while probing.load(std::sync::atomic::Ordering::Relaxed) {
+                let started = Instant::now();
+                let ok = http
+                    .get(format!("{url}/healthz"))
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                assert!(ok, "/healthz must answer");
+                slowest = slowest.max(started.elapsed());
+                probes += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (slowest, probes)
+        })
+    };
+    let list = |token: String| {
+        let url = gw.url.clone();
+        async move {
+            let c = connect_as(&url, Mode::Session, Some(&token)).await;
+            let mut times = Vec::new();
+            let mut count = 0;
+            for _ in 0..2 {
+                let started = Instant::now();
+                count = c.list_all_tools().await.expect("tools/list").len();
+                times.push(started.elapsed());
+            }
+            let _ = c.cancel().await;
+            (times, count)
+        }
+    };
+    let started = Instant::now();
+    let results = futures::future::join_all(big.into_iter().map(list)).await;
+    let wall = started.elapsed();
+    let (small_times, small_count) = list(small).await;
+    probing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (slowest, probes) = prober.await.expect("prober");
+    println!(
+        "- {UPSTREAMS} upstreams, each with `{}…` (n = {n}, {} B), {LISTERS} callers with ~11 KiB of claims listing at once:",
+        &when[..40],
+        when.len()
+    );
+    for (i, (times, count)) in results.iter().enumerate() {
+        assert_eq!(*count, UPSTREAMS * 2, "every tool is granted");
+        println!(
+            "  - caller {i}: first listing {:.0} ms, remembered {:.1} ms ({count} tools)",
+            ms(times[0]),
+            ms(times[1])
+        );
+    }
+    assert_eq!(small_count, UPSTREAMS * 2);
+    println!(
+        "  - all four: {:.0} ms wall; a caller with small claims: {:.1} ms, then {:.1} ms",
+        ms(wall),
+        ms(small_times[0]),
+        ms(small_times[1])
+    );
+    println!(
+        "  - `/healthz` meanwhile: {probes} probes, slowest {:.1} ms",
+        ms(slowest)
+    );
 }

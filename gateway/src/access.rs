@@ -12,14 +12,14 @@
 //!   it may need cost at most [`INLINE_COST`] together (a millisecond at
 //!   worst) — every upstream without a `when`, and most with one;
 //! - otherwise takes what the snapshot remembers of this caller
-//!   ([`Memo`]) and evaluates the rest on the blocking pool, at most
+//!   ([`crate::snapshot::AccessMemo`]) and evaluates the rest on the blocking pool, at most
 //!   [`BLOCKING_DECISIONS`] at a time, and remembers it.
 //!
 //! A decision that could not be made cheaply where no await is possible
 //! (rmcp's `get_tool`) grants nothing; the call itself decides again.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use catalog::access::{CallerInputs, CompiledAccess, DefaultAccess, Grants, Held, Principal};
 use sha2::{Digest, Sha256};
@@ -35,42 +35,7 @@ pub const INLINE_COST: u64 = 100_000;
 /// turn without holding a worker.
 pub const BLOCKING_DECISIONS: usize = 2;
 
-/// Callers' decisions a snapshot remembers, counted per policy: about
-/// 100 bytes each. When full it starts over.
-const MEMO_ENTRIES: usize = 1 << 16;
-
 static DECIDING: Semaphore = Semaphore::const_new(BLOCKING_DECISIONS);
-
-/// Costly decisions of one snapshot, by caller (a digest of everything
-/// rules can read of it) and upstream. Dropped with the snapshot, so a
-/// changed policy is never answered from here.
-#[derive(Default)]
-pub struct Memo {
-    state: Mutex<MemoState>,
-}
-
-#[derive(Default)]
-struct MemoState {
-    callers: HashMap<[u8; 32], HashMap<String, Held>>,
-    entries: usize,
-}
-
-impl Memo {
-    fn get(&self, caller: &[u8; 32], prefix: &str) -> Option<Held> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.callers.get(caller)?.get(prefix).copied()
-    }
-
-    fn put(&self, caller: [u8; 32], decided: &[(String, Held)]) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.entries + decided.len() > MEMO_ENTRIES {
-            *state = MemoState::default();
-        }
-        state.entries += decided.len();
-        let held = state.callers.entry(caller).or_default();
-        held.extend(decided.iter().cloned());
-    }
-}
 
 /// The digest the memo keys a caller by: its whole principal, since rules
 /// read claims and scopes as well as the identity.
@@ -312,18 +277,5 @@ mod tests {
         // Not across snapshots: a reload may have changed the policy.
         let next = self::snapshot();
         assert!(!CallerAccess::new(&next, Some(&large), allow).allows(&tool));
-    }
-
-    #[test]
-    fn the_memo_starts_over_when_full() {
-        let memo = Memo::default();
-        let entry = |i: usize| vec![(format!("p{i}"), Held::default())];
-        for i in 0..MEMO_ENTRIES {
-            memo.put([1; 32], &entry(i));
-        }
-        assert!(memo.get(&[1; 32], "p0").is_some());
-        memo.put([2; 32], &entry(0));
-        assert!(memo.get(&[1; 32], "p0").is_none());
-        assert!(memo.get(&[2; 32], "p0").is_some());
     }
 }

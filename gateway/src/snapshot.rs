@@ -38,9 +38,9 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use catalog::access::{AccessPolicy, CompiledAccess, PolicySite, ToolInfo};
+use catalog::access::{AccessPolicy, CompiledAccess, Held, PolicySite, ToolInfo};
 use catalog::search::SearchIndex;
 use catalog::toolset::{Toolset, ToolsetName};
 use catalog::transform::JqProgram;
@@ -282,7 +282,7 @@ pub struct Snapshot {
     prefixes: BTreeMap<String, Vec<usize>>,
     /// Per prefix; absent for upstreams without an `access` policy.
     access: HashMap<String, UpstreamAccess>,
-    access_memo: crate::access::Memo,
+    access_memo: AccessMemo,
     listing: ListingVersions,
     /// Over `tools`, in their order.
     search: Arc<SearchIndex>,
@@ -339,6 +339,42 @@ impl ListingVersions {
             all: all.finish(),
             by_prefix,
         }
+    }
+}
+
+/// Callers' decisions a snapshot remembers, counted per policy: about
+/// 100 bytes each. When full it starts over.
+const MEMO_ENTRIES: usize = 1 << 16;
+
+/// Costly access decisions made on one snapshot ([`crate::access`]), by
+/// caller (a digest of everything rules can read of it) and upstream.
+/// Dropped with the snapshot, so a changed policy is never answered from
+/// here.
+#[derive(Default)]
+pub struct AccessMemo {
+    state: Mutex<MemoState>,
+}
+
+#[derive(Default)]
+struct MemoState {
+    callers: HashMap<[u8; 32], HashMap<String, Held>>,
+    entries: usize,
+}
+
+impl AccessMemo {
+    pub fn get(&self, caller: &[u8; 32], prefix: &str) -> Option<Held> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.callers.get(caller)?.get(prefix).copied()
+    }
+
+    pub fn put(&self, caller: [u8; 32], decided: &[(String, Held)]) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.entries + decided.len() > MEMO_ENTRIES {
+            *state = MemoState::default();
+        }
+        state.entries += decided.len();
+        let held = state.callers.entry(caller).or_default();
+        held.extend(decided.iter().cloned());
     }
 }
 
@@ -442,7 +478,7 @@ impl Snapshot {
             index: HashMap::new(),
             prefixes: BTreeMap::new(),
             access: HashMap::new(),
-            access_memo: crate::access::Memo::default(),
+            access_memo: AccessMemo::default(),
             listing: ListingVersions::default(),
             search: Arc::new(SearchIndex::build(&Catalog::new(Vec::new()))),
             toolsets: BTreeMap::new(),
@@ -567,7 +603,7 @@ impl Snapshot {
             index,
             prefixes,
             access,
-            access_memo: crate::access::Memo::default(),
+            access_memo: AccessMemo::default(),
             listing,
             search: Arc::new(search),
             toolsets: BTreeMap::new(),
@@ -663,7 +699,7 @@ impl Snapshot {
             index: self.index.clone(),
             prefixes: self.prefixes.clone(),
             access: self.access.clone(),
-            access_memo: crate::access::Memo::default(),
+            access_memo: AccessMemo::default(),
             listing: self.listing.clone(),
             search: self.search.clone(),
             toolsets: self.toolsets.clone(),
@@ -768,7 +804,7 @@ impl Snapshot {
     }
 
     /// Costly access decisions made on this snapshot ([`crate::access`]).
-    pub fn access_memo(&self) -> &crate::access::Memo {
+    pub fn access_memo(&self) -> &AccessMemo {
         &self.access_memo
     }
 
@@ -996,6 +1032,19 @@ mod tests {
            "plan": {"method": "GET", "path": "/bare", "params": []},
            "responseFormat": "auto"}
         ]}]}"#;
+
+    #[test]
+    fn the_access_memo_starts_over_when_full() {
+        let memo = AccessMemo::default();
+        let entry = |i: usize| vec![(format!("p{i}"), Held::default())];
+        for i in 0..MEMO_ENTRIES {
+            memo.put([1; 32], &entry(i));
+        }
+        assert!(memo.get(&[1; 32], "p0").is_some());
+        memo.put([2; 32], &entry(0));
+        assert!(memo.get(&[1; 32], "p0").is_none());
+        assert!(memo.get(&[2; 32], "p0").is_some());
+    }
 
     #[test]
     fn listed_bytes_are_the_bytes_a_listing_sends() {

@@ -897,7 +897,9 @@ async fn access_attacks(tmp: &Path) {
     let bomb = format!(
         "[{zeros}].map(x, [{zeros}]).map(y, y+y+y+y+y+y+y+y).map(y, y+y+y+y+y+y+y+y).size() > 0"
     );
-    for (name, when) in [("3.7 KiB memory bomb", bomb)] {
+    let zeros = vec!["0"; 500].join(",");
+    let cpu = format!("[{zeros}].map(x, [{zeros}]).map(y, y+y).size() > 0");
+    for (name, when) in [("3.7 KiB memory bomb", bomb), ("2 KiB CPU variant", cpu)] {
         let config = tmp.join("bomb.yaml");
         let text = json!({"upstreams": {"p0": {"access": {"rules": [{"when": when}]}}}});
         std::fs::write(&config, serde_json::to_vec(&text).expect("config")).expect("write");

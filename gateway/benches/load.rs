@@ -82,7 +82,7 @@ fn main() {
     let only_auth = args.iter().any(|a| a == "--auth");
     let only_tracing = args.iter().any(|a| a == "--tracing");
     let only_access = args.iter().any(|a| a == "--access");
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

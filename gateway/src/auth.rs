@@ -401,7 +401,7 @@ async fn post_token_form(
         .header(http::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|e| crate::upstream::describe_transport_error(&e))?;
+        .map_err(|e| crate::net::describe_transport_error(&e))?;
     let status = resp.status();
     if resp
         .content_length()
@@ -413,7 +413,7 @@ async fn post_token_form(
     while let Some(chunk) = resp
         .chunk()
         .await
-        .map_err(|e| crate::upstream::describe_transport_error(&e))?
+        .map_err(|e| crate::net::describe_transport_error(&e))?
     {
         if body.len() + chunk.len() > MAX_TOKEN_RESPONSE_BYTES {
             return Err("token endpoint response is too large".into());
@@ -628,7 +628,7 @@ mod tests {
     use crate::config::SecretRef;
 
     fn client() -> reqwest::Client {
-        crate::upstream::install_crypto_provider();
+        crate::net::install_crypto_provider();
         reqwest::Client::new()
     }
 

@@ -5,7 +5,7 @@
 //! message meant for the caller (see [`crate::error`] for the whole table);
 //! invalid arguments stop the call before the upstream is contacted.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
@@ -13,37 +13,13 @@ use tracing::Instrument;
 
 use crate::auth::AuthError;
 use crate::inbound::CallContext;
-use crate::metrics::ErrorType;
+use crate::outcome::{CallReport, ErrorType, UpstreamCall};
 use crate::request;
 use crate::response::{self, error_text};
 use crate::snapshot::ToolEntry;
 use crate::trace;
 use crate::upstream::{StatusClass, UpstreamError, UpstreamResponse};
 use crate::validate;
-
-/// What a call did besides its result: for the metrics.
-#[derive(Debug, Clone, Default)]
-pub struct CallReport {
-    /// Why the result is `isError`; `None` for a success.
-    pub error: Option<ErrorType>,
-    /// The arguments did not match the tool's input schema.
-    pub invalid_arguments: bool,
-    /// The upstream's response did not match its schema or the tool's
-    /// outputSchema (returned anyway under `responseValidation: warn`).
-    pub invalid_response: bool,
-    /// The upstream call, if a request was sent.
-    pub upstream: Option<UpstreamCall>,
-}
-
-/// One upstream request as the gateway made it.
-#[derive(Debug, Clone)]
-pub struct UpstreamCall {
-    pub method: http::Method,
-    /// `None`: no usable response (unreachable, timed out, too large).
-    pub status: Option<u16>,
-    /// From asking for a `maxConcurrency` slot to the end of the body.
-    pub elapsed: Duration,
-}
 
 /// Runs `tool` with `arguments` for the caller `ctx` describes.
 pub async fn call(

@@ -25,7 +25,7 @@
 //!
 //! Messages never carry stack traces, file paths, environment variable
 //! names, upstream URLs or credentials: upstream transport errors are
-//! described in general terms ([`crate::upstream::describe_transport_error`])
+//! described in general terms ([`crate::net::describe_transport_error`])
 //! and configuration problems are only logged.
 
 use rmcp::ErrorData;

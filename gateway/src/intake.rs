@@ -47,8 +47,8 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use crate::inbound::Caller;
-use crate::server::{with_request_caller, McpService};
-use crate::session::{CallerKey, Intake, Refused, ReplicaSessions, Reservation, SessionLimit};
+use crate::server::{with_request_caller, McpEndpoint};
+use crate::session::{CallerKey, Intake, Refused, Reservation, SessionLimit};
 
 /// Default cap on an MCP request body: 4 MiB (rmcp's own default).
 /// `toolgate serve --max-request-body-bytes` (`TOOLGATE_MAX_REQUEST_BODY_BYTES`).
@@ -59,15 +59,6 @@ const SESSION_ID: &str = "mcp-session-id";
 const FULL_RETRY_AFTER: &str = "5";
 /// JSON-RPC "server error" (the range -32000..-32099 is the server's).
 const SERVER_ERROR: ErrorCode = ErrorCode(-32000);
-
-/// One MCP endpoint (`/mcp` or `/mcp/{prefix}`): rmcp's service, its
-/// session manager and the settings both were built with.
-#[derive(Clone)]
-pub struct McpEndpoint {
-    pub service: McpService,
-    pub sessions: Arc<ReplicaSessions>,
-    pub config: Arc<StreamableHttpServerConfig>,
-}
 
 /// Serves one request to an MCP endpoint (see the module docs).
 pub async fn serve(ep: &McpEndpoint, req: Request) -> Response {

@@ -47,9 +47,12 @@ pub mod inbound;
 pub mod intake;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
+pub mod listing_version;
 pub mod local;
 pub mod metrics;
+pub mod net;
 pub mod ops;
+pub mod outcome;
 pub mod output_schema;
 pub mod pages;
 pub mod payload;

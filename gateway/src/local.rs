@@ -194,7 +194,7 @@ pub struct Sources {
 impl Sources {
     /// Upstreams of the config file at `path`.
     pub fn new(path: PathBuf, strict: bool) -> Self {
-        crate::upstream::install_crypto_provider();
+        crate::net::install_crypto_provider();
         let dir = path
             .parent()
             .map(Path::to_path_buf)

@@ -45,7 +45,7 @@ where
     F: std::future::Future<Output = anyhow::Result<()>>,
 {
     // Before the span exporter builds its HTTP client.
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     // Declared before the runtime, so dropped after it: the last spans
     // are exported once every task has ended.
     let _telemetry = telemetry::init(telemetry::Settings {

@@ -36,6 +36,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
+use crate::outcome::CallReport;
+pub use crate::outcome::ErrorType;
+
 /// `serve --metrics-addr` default.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9090";
 /// `--metrics-tool-label-limit` default: catalogs up to this many tools
@@ -134,70 +137,9 @@ label_value!(McpMethod,
     ToolsCall => "tools/call",
 );
 
-/// Why an MCP request failed (`error_type`): a protocol error, or a
-/// `tools/call` whose result is `isError`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ErrorType {
-    /// Arguments that do not match the input schema, or cannot be put
-    /// into the request.
-    InvalidArguments,
-    /// Over the upstream's per-caller `rateLimit`.
-    RateLimited,
-    /// A tool the endpoint does not serve to this caller.
-    UnknownTool,
-    /// The caller may not call this upstream (it needs a bearer token).
-    Forbidden,
-    /// The upstream answered with an error or unexpected status.
-    UpstreamStatus,
-    /// The upstream could not be reached, or the connection broke.
-    UpstreamUnreachable,
-    /// The upstream did not answer within its timeout.
-    UpstreamTimeout,
-    /// No token for the upstream could be had (OAuth2, token exchange).
-    UpstreamAuth,
-    /// The response broke its schema or outputSchema (`fail`).
-    ResponseValidation,
-    /// A jq request, response or error transform failed.
-    Transform,
-    /// `maxConcurrency` or the response memory budget held the call back
-    /// for its whole timeout.
-    Overloaded,
-    /// The response was larger than `maxResponseBytes`.
-    ResponseTooLarge,
-    /// The client cancelled the call.
-    Cancelled,
-    /// Any other protocol error (bad params, a stale cursor).
-    InvalidParams,
-    /// A fault of the gateway or its catalog.
-    Internal,
-}
-
-label_value!(ErrorType,
-    InvalidArguments => "invalid_arguments",
-    RateLimited => "rate_limited",
-    UnknownTool => "unknown_tool",
-    Forbidden => "forbidden",
-    UpstreamStatus => "upstream_status",
-    UpstreamUnreachable => "upstream_unreachable",
-    UpstreamTimeout => "upstream_timeout",
-    UpstreamAuth => "upstream_auth",
-    ResponseValidation => "response_validation",
-    Transform => "transform",
-    Overloaded => "overloaded",
-    ResponseTooLarge => "response_too_large",
-    Cancelled => "cancelled",
-    InvalidParams => "invalid_params",
-    Internal => "internal",
-);
-
-impl ErrorType {
-    /// The type of a protocol error the handler returned.
-    pub fn of_protocol_error(e: &rmcp::ErrorData) -> ErrorType {
-        if e.code == rmcp::model::ErrorCode::INVALID_PARAMS {
-            ErrorType::InvalidParams
-        } else {
-            ErrorType::Internal
-        }
+impl EncodeLabelValue for ErrorType {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
     }
 }
 
@@ -585,7 +527,7 @@ impl Metrics {
     }
 
     /// What one tool call of `upstream` did.
-    pub fn call(&self, upstream: &str, report: &crate::call::CallReport) {
+    pub fn call(&self, upstream: &str, report: &CallReport) {
         if let Some(u) = &report.upstream {
             self.upstream_request(upstream, &u.method, u.status, u.elapsed);
         }

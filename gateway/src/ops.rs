@@ -42,9 +42,9 @@ use catalog::listing::ListMode;
 
 use crate::config::ListingConfig;
 use crate::inbound::{Caller, Inbound};
-use crate::intake::{check_host_and_origin, McpEndpoint};
+use crate::intake::check_host_and_origin;
 use crate::reload::CatalogStore;
-use crate::server::{mcp_service, ScopedServices, SessionSettings, Shared, View};
+use crate::server::{mcp_service, McpEndpoint, ScopedServices, SessionSettings, Shared, View};
 use crate::session::SessionKey;
 
 /// Everything the router needs.
@@ -98,7 +98,7 @@ impl Default for EdgeOptions {
         EdgeOptions {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             allowed_origins: Vec::new(),
-            page_size: crate::server::DEFAULT_PAGE_SIZE,
+            page_size: crate::pages::DEFAULT_PAGE_SIZE,
             page_bytes: crate::pages::DEFAULT_PAGE_BYTES,
             cancel: CancellationToken::new(),
             sse_keep_alive: Some(Duration::from_secs(15)),

@@ -31,7 +31,11 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use sha2::{Digest, Sha256};
 
+pub use crate::listing_version::ListingVersion;
 use crate::snapshot::ToolEntry;
+
+/// Default tools/list page size: tools on one page.
+pub const DEFAULT_PAGE_SIZE: usize = 500;
 
 /// Default tools/list page budget: JSON bytes of the tools on one page.
 pub const DEFAULT_PAGE_BYTES: usize = 256 * 1024;
@@ -48,7 +52,7 @@ pub struct PageLimits {
 impl Default for PageLimits {
     fn default() -> Self {
         PageLimits {
-            tools: crate::server::DEFAULT_PAGE_SIZE,
+            tools: DEFAULT_PAGE_SIZE,
             bytes: DEFAULT_PAGE_BYTES,
         }
     }
@@ -91,99 +95,6 @@ pub fn page<'a>(
         tools,
         next: None,
     }
-}
-
-/// What an endpoint lists, as a content hash: equal on every replica for
-/// the same catalog and access policies, different when any tool or
-/// policy that listing shows changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct ListingVersion([u8; 16]);
-
-impl ListingVersion {
-    /// The version of what a hasher fed by [`VersionHasher`] saw.
-    fn from_digest(h: Sha256) -> ListingVersion {
-        let d = h.finalize();
-        let mut v = [0u8; 16];
-        v.copy_from_slice(&d[..16]);
-        ListingVersion(v)
-    }
-
-    /// This version with `what` else the listing depends on mixed in (a
-    /// toolset's definition: its filter decides what it lists without
-    /// changing any tool).
-    pub fn mixed_with(self, what: &[u8]) -> ListingVersion {
-        let mut h = Sha256::new();
-        h.update(b"toolgate listing part\0");
-        h.update(self.0);
-        h.update(what);
-        ListingVersion::from_digest(h)
-    }
-
-    /// This version as one caller class sees it: upstreams without an
-    /// access policy are listed or not by the gateway's default access,
-    /// a setting of the process rather than of the catalog.
-    pub fn with_default_access(self, default: catalog::access::DefaultAccess) -> ListingVersion {
-        let mut h = Sha256::new();
-        h.update(b"toolgate default access\0");
-        h.update(self.0);
-        h.update([match default {
-            catalog::access::DefaultAccess::Allow => 0,
-            catalog::access::DefaultAccess::Deny => 1,
-        }]);
-        ListingVersion::from_digest(h)
-    }
-}
-
-/// Builds a [`ListingVersion`] from the pieces of a listing, in order.
-pub struct VersionHasher(Sha256);
-
-impl VersionHasher {
-    /// A hasher for one upstream's listing.
-    pub fn upstream(prefix: &str, access_policy: Option<&[u8]>) -> VersionHasher {
-        let mut h = Sha256::new();
-        h.update(b"toolgate upstream listing v1\0");
-        field(&mut h, prefix.as_bytes());
-        match access_policy {
-            None => h.update([0]),
-            Some(p) => {
-                h.update([1]);
-                field(&mut h, p);
-            }
-        }
-        VersionHasher(h)
-    }
-
-    /// A hasher for a listing made of upstreams' listings.
-    pub fn combined() -> VersionHasher {
-        let mut h = Sha256::new();
-        h.update(b"toolgate combined listing v1\0");
-        VersionHasher(h)
-    }
-
-    /// Adds one listed tool: its catalog fingerprint covers its name,
-    /// description and schemas; `listed_bytes` and `advertises_output`
-    /// cover what the gateway itself adds or leaves out of the listing.
-    pub fn tool(&mut self, fingerprint: &str, listed_bytes: usize, advertises_output: bool) {
-        field(&mut self.0, fingerprint.as_bytes());
-        self.0.update((listed_bytes as u64).to_be_bytes());
-        self.0.update([u8::from(advertises_output)]);
-    }
-
-    /// Adds one part of a combined listing.
-    pub fn part(&mut self, prefix: &str, version: ListingVersion) {
-        field(&mut self.0, prefix.as_bytes());
-        self.0.update(version.0);
-    }
-
-    pub fn finish(self) -> ListingVersion {
-        ListingVersion::from_digest(self.0)
-    }
-}
-
-/// Length-prefixed, so adjacent fields cannot run into each other.
-fn field(h: &mut Sha256, bytes: &[u8]) {
-    h.update((bytes.len() as u64).to_be_bytes());
-    h.update(bytes);
 }
 
 /// Which endpoint a cursor belongs to: a hash of the endpoint's identity
@@ -250,7 +161,7 @@ impl PageCursor {
         let mut b = [0u8; CURSOR_BYTES];
         b[0] = CURSOR_FORMAT;
         b[1..9].copy_from_slice(&self.endpoint.0);
-        b[9..25].copy_from_slice(&self.version.0);
+        b[9..25].copy_from_slice(&self.version.to_bytes());
         b[25..].copy_from_slice(&self.next.to_be_bytes());
         URL_SAFE_NO_PAD.encode(b)
     }
@@ -275,7 +186,7 @@ impl PageCursor {
         next.copy_from_slice(&b[25..]);
         Ok(PageCursor {
             endpoint: EndpointKey(endpoint),
-            version: ListingVersion(version),
+            version: ListingVersion::from_bytes(version),
             next: u64::from_be_bytes(next),
         })
     }
@@ -302,6 +213,7 @@ impl PageCursor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listing_version::VersionHasher;
 
     fn cursor() -> PageCursor {
         PageCursor {

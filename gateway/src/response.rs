@@ -50,9 +50,8 @@ use jsonschema::json::{JsonNumber, Node, Object};
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde_json::{json, Value};
 
-use crate::call::CallReport;
 use crate::config::ResponseValidation;
-use crate::metrics::ErrorType;
+use crate::outcome::{CallReport, ErrorType};
 use crate::payload::Payload;
 use crate::rawjson::{Document, RawNode};
 use crate::snapshot::{ResponseCheck, ToolEntry};
@@ -193,10 +192,7 @@ fn traced_check<E>(check: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
         // NB: only the step: a response that does not match fails the
         // call only under `responseValidation: fail` (the caller records
         // that).
-        span.record(
-            "error.type",
-            crate::metrics::ErrorType::ResponseValidation.as_str(),
-        );
+        span.record("error.type", ErrorType::ResponseValidation.as_str());
     }
     result
 }

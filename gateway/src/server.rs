@@ -50,8 +50,8 @@ use catalog::listing::{ListMode, SearchSettings};
 use catalog::toolset::ToolsetName;
 
 use crate::inbound::Caller;
-use crate::intake::McpEndpoint;
-use crate::metrics::{ErrorType, McpMethod};
+use crate::metrics::McpMethod;
+use crate::outcome::ErrorType;
 use crate::pages::{EndpointKey, PageCursor, PageLimits};
 use crate::reload::{CatalogStore, ToolDiff};
 use crate::session::{OnClose, ReplicaSessions, SessionKey, SessionLimit, SignedIdStore};
@@ -64,8 +64,6 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2026_07_28,
 ];
 
-/// Default tools/list page size.
-pub const DEFAULT_PAGE_SIZE: usize = 500;
 /// Each time pages have listed this much JSON, their garbage is handed
 /// back to the OS.
 const LARGE_LISTING_BYTES: usize = 1 << 20;
@@ -852,6 +850,15 @@ impl McpHandler {
 
 /// The rmcp service type for one endpoint.
 pub type McpService = StreamableHttpService<McpHandler, ReplicaSessions>;
+
+/// One MCP endpoint (`/mcp` or `/mcp/{prefix}`): rmcp's service, its
+/// session manager and the settings both were built with.
+#[derive(Clone)]
+pub struct McpEndpoint {
+    pub service: McpService,
+    pub sessions: Arc<ReplicaSessions>,
+    pub config: Arc<StreamableHttpServerConfig>,
+}
 
 /// Sessions of one replica: how many it holds and how long an idle one
 /// lives. Shared by all its endpoints.

@@ -51,7 +51,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::{AuthConfig, GatewayConfig, Resolve, SecretRef, UpstreamConfig};
-use crate::pages::{ListingVersion, VersionHasher};
+use crate::listing_version::{ListingVersion, VersionHasher};
 use crate::rawjson::RawJson;
 use crate::schema_text::{SchemaPool, SchemaText};
 use crate::upstream::UpstreamRuntime;

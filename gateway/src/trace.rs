@@ -46,7 +46,7 @@ use tracing::Span;
 use rmcp::model::{ClientRequest, GetMeta, RequestId};
 use rmcp::ErrorData;
 
-pub use crate::metrics::ErrorType;
+pub use crate::outcome::ErrorType;
 
 /// Most bytes of client-chosen text a span or log line carries: enough
 /// for any real tool name, id or path, too little to amplify a request.

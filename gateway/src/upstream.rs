@@ -26,7 +26,7 @@
 //! share within its timeout fails with a tool error naming the budget.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Once, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -41,17 +41,9 @@ use crate::config::{
     DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_SUCCESS_STATUS, DEFAULT_TIMEOUT_SECONDS,
 };
 use crate::inbound::CallContext;
+use crate::net::{describe_transport_error, install_crypto_provider};
 use crate::rate_limit::{CallerLimiter, RateLimited};
 use crate::request::{PreparedRequest, RequestBody};
-
-/// Installs the `ring` rustls provider once per process. reqwest is built
-/// without a provider of its own so that only one (ring) is linked.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
 
 /// Everything needed to call one upstream. Shared by snapshots: a reload
 /// that leaves an upstream's settings alone keeps its connection pool and
@@ -462,19 +454,6 @@ impl UpstreamRuntime {
         } else {
             UpstreamError::Unreachable(describe_transport_error(e))
         }
-    }
-}
-
-/// A transport error in general terms: the reqwest message carries the URL.
-pub fn describe_transport_error(e: &reqwest::Error) -> String {
-    if e.is_timeout() {
-        "timed out".into()
-    } else if e.is_connect() {
-        "connection failed".into()
-    } else if e.is_body() || e.is_decode() {
-        "connection broke while reading the response".into()
-    } else {
-        "request failed".into()
     }
 }
 

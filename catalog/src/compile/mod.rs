@@ -13,13 +13,11 @@ mod annotate;
 mod dry_run;
 mod findings;
 mod html;
-mod meta;
 pub mod naming;
 mod node;
 mod plan;
 mod response;
 mod schema;
-mod slim_node;
 mod tool;
 
 use serde_json::{Map, Value};

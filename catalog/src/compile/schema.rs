@@ -81,7 +81,7 @@ pub struct SchemaConverter<'d> {
     ptr: String,
     pub warnings: Vec<Warning>,
     /// Expansions as the listed-schema cuts left them.
-    pub(super) cuts: super::slim_node::Cuts<'d>,
+    pub(super) cuts: super::node::slim::Cuts<'d>,
 }
 
 /// Result of converting a subtree: the lowest stack index it was cut at

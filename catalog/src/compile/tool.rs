@@ -6,10 +6,10 @@
 use serde_json::Value;
 
 use super::dry_run::{body_schema, check_transforms, DryRunInputs, DryRuns};
+use super::node::slim as slim_node;
 use super::node::{self, Node};
 use super::response::{success_responses, Success};
 use super::schema::SchemaConverter;
-use super::slim_node;
 use super::{annotate, op_ref, plan, reject, toolsets, CompileLimits, Draft};
 use crate::error::CompileError;
 use crate::model::{

@@ -71,7 +71,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         allowed_origins: Vec::new(),
         grace_period_seconds: 5.0,
         shutdown_delay_seconds: None,
-        page_size: gateway::server::DEFAULT_PAGE_SIZE,
+        page_size: gateway::pages::DEFAULT_PAGE_SIZE,
         page_bytes: gateway::pages::DEFAULT_PAGE_BYTES,
         poll_interval_ms: 250,
         session_key_file: None,

@@ -91,7 +91,7 @@ pub struct ServeArgs {
     #[arg(long, env = "TOOLGATE_SHUTDOWN_DELAY_SECONDS")]
     pub shutdown_delay_seconds: Option<f64>,
     /// tools/list page size: most tools on one page.
-    #[arg(long, env = "TOOLGATE_PAGE_SIZE", default_value_t = gateway::server::DEFAULT_PAGE_SIZE)]
+    #[arg(long, env = "TOOLGATE_PAGE_SIZE", default_value_t = gateway::pages::DEFAULT_PAGE_SIZE)]
     pub page_size: usize,
     /// tools/list page budget: most JSON bytes of tools on one page (a
     /// single larger tool goes alone on its page). The JSON-RPC envelope
@@ -280,7 +280,7 @@ pub async fn run_with(
     };
 
     if args.kube {
-        gateway::upstream::install_crypto_provider();
+        gateway::net::install_crypto_provider();
         let client = kube::Client::try_default()
             .await
             .context("--kube: no Kubernetes client configuration (in-cluster service account, KUBECONFIG or ~/.kube/config)")?;

@@ -15,7 +15,7 @@ pub const MAX_INTROSPECTION_BYTES: usize = 64 * 1024;
 
 /// The client for discovery, JWKS and introspection.
 pub fn client() -> Result<reqwest::Client, String> {
-    crate::upstream::install_crypto_provider();
+    crate::net::install_crypto_provider();
     reqwest::Client::builder()
         .timeout(TIMEOUT)
         .connect_timeout(TIMEOUT.min(Duration::from_secs(5)))

@@ -42,7 +42,7 @@ pub async fn connect_caller(url: &str, caller: &Caller) -> Client {
 }
 
 async fn connect_caller_as(url: &str, caller: &Caller, version: ProtocolVersion) -> Client {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
     for (k, v) in &caller.headers {
         cfg.custom_headers.insert(

@@ -32,7 +32,7 @@ pub fn corpus_catalog() -> (catalog::Catalog, Vec<String>) {
 /// every transform compiles, in one snapshot of all documents together.
 #[test]
 fn every_compiled_corpus_catalog_builds_one_snapshot() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let (catalog, not_compiled) = corpus_catalog();
     let mut overrides = Overrides::default();
     for u in &catalog.upstreams {

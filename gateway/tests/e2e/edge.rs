@@ -95,7 +95,7 @@ async fn unknown_prefix_is_404() {
 }
 
 fn state() -> gateway::AppState {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let store = gateway::CatalogStore::new(Default::default(), Default::default());
     gateway::AppState::new(store, &gateway::EdgeOptions::default())
 }
@@ -158,7 +158,7 @@ fn ping(host: &str, origin: Option<&str>) -> axum::http::Request<axum::body::Bod
 
 #[tokio::test]
 async fn foreign_origin_is_refused_and_allowed_hosts_are_configurable() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let store = gateway::CatalogStore::new(Default::default(), Default::default());
     let edge = gateway::EdgeOptions {
         allowed_hosts: vec!["mcp.example.com".into()],

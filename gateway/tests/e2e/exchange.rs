@@ -120,7 +120,7 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let up = TestUpstream::start().await;
     let idp = TokenEndpoint::start().await;
     let snap = Snapshot::build(
@@ -271,7 +271,7 @@ async fn without_inbound_auth_the_upstream_is_not_called() {
 
 #[test]
 fn debug_output_of_the_runtime_shows_no_secret() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let cfg = config_for(
         "http://127.0.0.1:9",
         &exchange_config("http://127.0.0.1:9/token"),

@@ -341,7 +341,7 @@ async fn tools_call_with_bad_params_is_invalid_params_on_both_paths() {
 }
 
 fn app_with_hosts(hosts: &[&str]) -> axum::Router {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let store = gateway::CatalogStore::new(Default::default(), Default::default());
     let mut catalog = default_catalog();
     catalog

@@ -47,7 +47,7 @@ fn hog_catalog() -> catalog::Catalog {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_transform_building_past_the_response_budget_fails_its_call_not_the_gateway() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let up = TestUpstream::start().await;
     let dir = tempdir("jq-budget");
     let catalog = dir.join("catalog.json");

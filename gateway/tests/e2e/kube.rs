@@ -40,7 +40,7 @@ struct Cluster {
 
 impl Cluster {
     async fn start(name: &str) -> Cluster {
-        gateway::upstream::install_crypto_provider();
+        gateway::net::install_crypto_provider();
         // No bookmarks: a watch then resumes from the last object it saw,
         // which lets a test make it fall behind history.
         let server = ApiServer::builder()

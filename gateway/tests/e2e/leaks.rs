@@ -57,7 +57,7 @@ async fn post(
     session: Option<&str>,
     body: String,
 ) -> (u16, String, Option<String>) {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let mut b = reqwest::Client::new()
         .post(format!("{url}{path}"))
         .header("content-type", "application/json")
@@ -283,7 +283,7 @@ async fn an_upstream_hidden_by_access_rules_answers_like_an_unknown_prefix() {
 }
 
 async fn get_status(url: &str) -> (u16, String) {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let r = reqwest::get(format!("{url}/status")).await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
 }

@@ -30,7 +30,7 @@ fn retry_after(r: &rmcp::model::CallToolResult) -> u64 {
 /// An MCP client whose connections come from `source` (any 127.x address
 /// is loopback): another client IP, so another caller key.
 async fn connect_from(url: &str, source: Ipv4Addr) -> Client {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let http = reqwest::Client::builder()
         .local_address(IpAddr::V4(source))
         .build()
@@ -121,7 +121,7 @@ fn caller(subject: &str) -> CallContext {
 
 /// The snapshot the gateway would serve for `config`.
 fn snapshot(config: &gateway::config::GatewayConfig) -> Snapshot {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     Snapshot::build(
         &default_catalog(),
         config,
@@ -217,7 +217,7 @@ fn bad_settings_name_their_field() {
             "forwardIdentity.header",
         ),
     ] {
-        gateway::upstream::install_crypto_provider();
+        gateway::net::install_crypto_provider();
         let e = Snapshot::build(
             &default_catalog(),
             &config_for("http://127.0.0.1:9", extra),

@@ -237,7 +237,7 @@ struct Setup {
 }
 
 async fn setup(name: &str, config_extra: &str, env: &[(&str, &str)]) -> Setup {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let body = big_array(BODY_BYTES);
     let items = item_count(&body);
     let base = items_upstream(body.clone()).await;

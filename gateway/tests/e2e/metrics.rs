@@ -35,7 +35,7 @@ pub(crate) struct Scraped {
 }
 
 pub(crate) async fn scrape(url: &str) -> Scraped {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let resp = reqwest::get(url).await.expect("scrape answered");
     assert_eq!(resp.status(), 200);
     let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
@@ -280,7 +280,7 @@ async fn rate_limited_calls_are_counted_and_never_sent() {
 /// A gateway over the default catalog whose metrics label tools as
 /// `labels` says; its MCP URL and metrics URL.
 async fn labelled(labels: ToolLabelSettings) -> (TestUpstream, Gateway, String) {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let up = TestUpstream::start().await;
     let metrics = Arc::new(Metrics::new(labels));
     let store = CatalogStore::with_metrics(
@@ -380,7 +380,7 @@ pub(crate) async fn served_metrics_url(served: &crate::reload::Served) -> String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_counts_reloads_and_shows_only_the_current_hash() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let dir = tempdir("metrics-reload");
     let (path, config) = write_slow_catalog_files(&dir, "http://127.0.0.1:9");
     let first = default_catalog();

@@ -256,7 +256,7 @@ async fn every_corpus_document_lists_completely_through_each_client() {
     let corpus = Corpus::load();
     let gw = start_gateway(&corpus.catalog, corpus.config.clone()).await;
     let budget = gateway::pages::DEFAULT_PAGE_BYTES;
-    let size = gateway::server::DEFAULT_PAGE_SIZE;
+    let size = gateway::pages::DEFAULT_PAGE_SIZE;
     let endpoints = corpus.endpoints();
     let urls: Vec<String> = endpoints
         .iter()

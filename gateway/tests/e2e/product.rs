@@ -53,7 +53,7 @@ pub(crate) struct ControlPlane {
 
 impl ControlPlane {
     pub async fn start(namespaces: &[&str], leader_election: bool) -> ControlPlane {
-        gateway::upstream::install_crypto_provider();
+        gateway::net::install_crypto_provider();
         let server = ApiServer::builder()
             .bookmark_interval(Duration::from_millis(500))
             .serve()

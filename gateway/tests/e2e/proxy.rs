@@ -55,7 +55,7 @@ impl Drop for Proxy {
 
 impl Proxy {
     pub async fn start() -> Proxy {
-        gateway::upstream::install_crypto_provider();
+        gateway::net::install_crypto_provider();
         let inner = Arc::new(Inner {
             backends: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),

@@ -342,7 +342,7 @@ async fn list_changed_reaches_clients_on_both_replicas() {
 
 /// One request through the proxy, moving its rotation by one.
 async fn shift(proxy: &Proxy) {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let r = reqwest::get(format!("{}/healthz", proxy.url))
         .await
         .unwrap();
@@ -371,7 +371,7 @@ async fn raw_list_at(url: &str, session: &str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn session_ids_are_refused_without_the_shared_key() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let c = Cluster::start("replicas-key").await;
     let s = connect(&c.mcp()).await;
     let _ = s.list_all_tools().await.unwrap();

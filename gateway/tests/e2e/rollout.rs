@@ -268,7 +268,7 @@ async fn a_rolling_restart_behind_nginx_fails_no_call() {
     let Some(bin) = toolgate_tests::tools::nginx() else {
         return;
     };
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let up = TestUpstream::start().await;
     let dir = tempdir("rollout");
     let (catalog, config) = write_slow_catalog_files(&dir, &up.url);
@@ -352,7 +352,7 @@ async fn a_rolling_restart_behind_nginx_fails_no_call() {
 
 #[tokio::test]
 async fn a_second_sigterm_skips_the_shutdown_delay() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let up = TestUpstream::start().await;
     let dir = tempdir("shutdown-delay");
     let (catalog, config) = write_slow_catalog_files(&dir, &up.url);

@@ -116,7 +116,7 @@ fn publish(secret: &Path, n: usize, key: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_adopt_the_key_file_when_it_appears_and_keep_sessions_across_a_rotation() {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let files = Files::new("session-key");
     let a = files.replica();
     let b = files.replica();

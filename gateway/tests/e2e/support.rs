@@ -246,7 +246,7 @@ pub async fn start_gateway_with(
     config: GatewayConfig,
     edge: EdgeOptions,
 ) -> Gateway {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let store = CatalogStore::new(config, Overrides::default());
     store.install(catalog).expect("fixture catalog installs");
     serve_store(store, edge).await
@@ -330,7 +330,7 @@ pub async fn connect(url: &str) -> Client {
 }
 
 pub async fn connect_as(url: &str, version: ProtocolVersion, auth: Option<&str>) -> Client {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
     if let Some(a) = auth {
         cfg = cfg.auth_header(a.to_string());
@@ -346,7 +346,7 @@ pub async fn connect_as(url: &str, version: ProtocolVersion, auth: Option<&str>)
 /// httpx (Python SDK) and undici (TypeScript SDK) do. rmcp's own default
 /// opens a connection per request.
 pub async fn connect_pooled(url: &str) -> Client {
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     connect_over(url, reqwest::Client::new()).await
 }
 

@@ -246,7 +246,7 @@ async fn raw_call(url: &str, header: &str, meta: Option<&str>) -> Value {
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "pets__get_pet", "arguments": {"id": "7"}, "_meta": meta_obj}
     });
-    gateway::upstream::install_crypto_provider();
+    gateway::net::install_crypto_provider();
     let resp = reqwest::Client::new()
         .post(format!("{url}/mcp"))
         .header("accept", "application/json, text/event-stream")

@@ -32,13 +32,14 @@ use axum::Router;
 use serde_json::{json, Value};
 
 use super::discovery::version_doc;
+use super::kinds::present;
 use super::kinds::scale_of;
 use super::openapi;
 use super::patch::{json_patch, merge_patch};
 use super::protobuf;
 use super::selector::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::store::{metadata_only, present};
+use super::store::metadata_only;
 use super::table::table;
 use super::watch::{self, WatchRequest};
 use super::write::{PatchBody, WriteCtx};

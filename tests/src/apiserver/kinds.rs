@@ -34,8 +34,7 @@ use serde_json::{json, Value};
 
 use super::discovery::{resource_type_from_crd, ResourceType};
 use super::status::ApiError;
-use super::store::{now, ChangeKind, Store};
-use super::write::meta_str;
+use super::store::{meta_str, now, ChangeKind, Store};
 
 static QUALIFIED_NAME: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$").expect("constant regex")
@@ -184,6 +183,14 @@ pub(crate) fn to_external(rt: &ResourceType, mut v: Value) -> Value {
         rename(&mut v, EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)));
     }
     v
+}
+
+/// `obj` as served at `version` of its kind.
+pub(crate) fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
+    let mut o = to_external(rt, obj.clone());
+    o["apiVersion"] = json!(rt.api_version(version));
+    o["kind"] = json!(rt.kind);
+    o
 }
 
 /// The `autoscaling/v1` Scale a Deployment's `scale` subresource serves.
@@ -482,51 +489,6 @@ impl Store {
         self.registry
             .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
             .expect("CRDs are built in")
-    }
-
-    /// PUT or PATCH of a Deployment's `scale`: `change` turns the current
-    /// Scale into the wanted one, of which `spec.replicas` is written (a
-    /// `metadata.resourceVersion` in it is a precondition). Returns the new
-    /// Scale.
-    pub(crate) fn write_scale(
-        &mut self,
-        rt: &std::sync::Arc<ResourceType>,
-        ns: &str,
-        name: &str,
-        change: impl FnOnce(Value) -> Result<Value, ApiError>,
-        ctx: &super::write::WriteCtx,
-    ) -> Result<Value, ApiError> {
-        let old = self.get(rt, ns, name)?;
-        let wanted = change(scale_of(&old))?;
-        if let Some(rv) = wanted["metadata"]["resourceVersion"]
-            .as_str()
-            .filter(|rv| !rv.is_empty())
-        {
-            if rv != meta_str(&old, "resourceVersion") {
-                return Err(ApiError::modified(&rt.group, &rt.plural, name));
-            }
-        }
-        let replicas = wanted["spec"]["replicas"]
-            .as_i64()
-            .filter(|r| *r >= 0)
-            .ok_or_else(|| {
-                ApiError::invalid(
-                    "autoscaling",
-                    "Scale",
-                    name,
-                    &[(
-                        "spec.replicas".into(),
-                        format!(
-                            "Invalid value: {}: must be greater than or equal to 0",
-                            wanted["spec"]["replicas"]
-                        ),
-                    )],
-                )
-            })?;
-        let mut new = old;
-        new["spec"]["replicas"] = json!(replicas);
-        let stored = self.update(rt, ns, name, new, false, ctx)?;
-        Ok(scale_of(&stored))
     }
 
     /// Whether namespace `ns` is being deleted (no new objects go in).

@@ -354,16 +354,12 @@ pub(crate) fn now() -> String {
         .to_string()
 }
 
+pub(crate) fn meta_str<'a>(o: &'a Value, k: &str) -> &'a str {
+    o["metadata"][k].as_str().unwrap_or_default()
+}
+
 /// Only the metadata of `obj`, as served to clients that ask for
 /// `as=PartialObjectMetadata`.
 pub(crate) fn metadata_only(obj: &Value) -> Value {
     json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
-}
-
-/// `obj` as served at `version` of its kind.
-pub(crate) fn present(obj: &Value, rt: &ResourceType, version: &str) -> Value {
-    let mut o = super::kinds::to_external(rt, obj.clone());
-    o["apiVersion"] = json!(rt.api_version(version));
-    o["kind"] = json!(rt.kind);
-    o
 }

@@ -27,8 +27,9 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 
 use super::discovery::ResourceType;
+use super::kinds::present;
 use super::selector::{FieldSelector, LabelSelector};
-use super::store::{metadata_only, present, Change, ChangeKind};
+use super::store::{metadata_only, Change, ChangeKind};
 use super::table::table;
 use super::State;
 

@@ -28,7 +28,7 @@ use super::discovery::ResourceType;
 use super::kinds;
 use super::patch::{self, Scope, Writer};
 use super::status::ApiError;
-use super::store::{now, ChangeKind, Store};
+use super::store::{meta_str, now, ChangeKind, Store};
 
 /// Who writes, at which version of the kind, and whether to persist.
 pub(crate) struct WriteCtx<'a> {
@@ -59,10 +59,6 @@ fn scope(rt: &ResourceType, status: bool) -> Scope {
 
 fn invalid(rt: &ResourceType, name: &str, field: &str, msg: String) -> ApiError {
     ApiError::invalid(&rt.group, &rt.kind, name, &[(field.to_string(), msg)])
-}
-
-pub(crate) fn meta_str<'a>(o: &'a Value, k: &str) -> &'a str {
-    o["metadata"][k].as_str().unwrap_or_default()
 }
 
 /// The part of an object whose change bumps `generation`.
@@ -566,5 +562,52 @@ impl Store {
         }
         let gone = self.remove(rt, old.clone(), old);
         Ok((gone, true))
+    }
+}
+
+impl Store {
+    /// PUT or PATCH of a Deployment's `scale`: `change` turns the current
+    /// Scale into the wanted one, of which `spec.replicas` is written (a
+    /// `metadata.resourceVersion` in it is a precondition). Returns the new
+    /// Scale.
+    pub(crate) fn write_scale(
+        &mut self,
+        rt: &std::sync::Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        change: impl FnOnce(Value) -> Result<Value, ApiError>,
+        ctx: &WriteCtx,
+    ) -> Result<Value, ApiError> {
+        let old = self.get(rt, ns, name)?;
+        let wanted = change(kinds::scale_of(&old))?;
+        if let Some(rv) = wanted["metadata"]["resourceVersion"]
+            .as_str()
+            .filter(|rv| !rv.is_empty())
+        {
+            if rv != meta_str(&old, "resourceVersion") {
+                return Err(ApiError::modified(&rt.group, &rt.plural, name));
+            }
+        }
+        let replicas = wanted["spec"]["replicas"]
+            .as_i64()
+            .filter(|r| *r >= 0)
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "autoscaling",
+                    "Scale",
+                    name,
+                    &[(
+                        "spec.replicas".into(),
+                        format!(
+                            "Invalid value: {}: must be greater than or equal to 0",
+                            wanted["spec"]["replicas"]
+                        ),
+                    )],
+                )
+            })?;
+        let mut new = old;
+        new["spec"]["replicas"] = json!(replicas);
+        let stored = self.update(rt, ns, name, new, false, ctx)?;
+        Ok(kinds::scale_of(&stored))
     }
 }

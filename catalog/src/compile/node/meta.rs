@@ -12,7 +12,7 @@ use jsonschema::json::{Array, Json, Node as JsonNode, NodeIdentity, Object as Js
 use jsonschema::JsonType;
 use serde_json::{Map, Number, Value};
 
-use super::node::{Node, Object};
+use super::{Node, Object};
 
 /// Whether `node` (shared expansions read as `true`) is valid under the
 /// 2020-12 meta-schema (or the draft its `$schema` names).

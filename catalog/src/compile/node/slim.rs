@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::node::{Node, Object, Shared};
+use super::{Node, Object, Shared};
 use crate::options::SchemaOptions;
 use crate::slim::{entry_len, holds, title_repeats_name, Holds, Listed};
 
@@ -47,7 +47,7 @@ struct Obj {
 /// nested): computed once per expansion, so a tool whose schemas need no
 /// cut costs one walk of its own nodes, not of every expansion it embeds.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Summary {
+pub(in crate::compile) struct Summary {
     description_bytes: u64,
     examples: bool,
     /// A `title` repeating its property's name, below the root.
@@ -148,7 +148,7 @@ type Fast = foldhash::fast::RandomState;
 /// same way share the copy and its rendered text instead of each copying
 /// and rendering it again.
 #[derive(Default)]
-pub(super) struct Cuts<'d> {
+pub(in crate::compile) struct Cuts<'d> {
     by_expansion: HashMap<*const Shared<'d>, Expansion<'d>, Fast>,
 }
 
@@ -333,10 +333,10 @@ impl<'d> Cuts<'d> {
 /// The tree holds a schema the walk does not edit (a sub-schema kept as a
 /// plain JSON value, or a shared list of schemas): the caller slims a
 /// `Value` instead.
-pub(super) struct Unsupported;
+pub(in crate::compile) struct Unsupported;
 
 /// Cuts `node` in place as [`crate::slim::slim`] would (`refs: inline`).
-pub(super) fn slim_in_place<'d>(
+pub(in crate::compile) fn slim_in_place<'d>(
     node: &mut Node<'d>,
     listed: Listed,
     options: &SchemaOptions,

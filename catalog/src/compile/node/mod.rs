@@ -12,6 +12,9 @@
 //! and keyword values from the source document (`'d`) instead of copying
 //! them; tools leave the compiler as [`crate::model::Schema`] text.
 
+mod meta;
+pub(super) mod slim;
+
 use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::HashSet;
@@ -55,7 +58,7 @@ pub struct Shared<'d> {
     len: OnceCell<usize>,
     valid: OnceCell<bool>,
     /// What listed-schema cuts would find inside (`slim_node`).
-    pub(super) slim: OnceCell<super::slim_node::Summary>,
+    pub(super) slim: OnceCell<slim::Summary>,
 }
 
 impl<'d> Shared<'d> {
@@ -264,7 +267,7 @@ impl<'d> Node<'d> {
     pub fn meta_valid(&self) -> bool {
         match self {
             Node::Shared(sh) => sh.meta_valid(),
-            n => super::meta::is_valid(n) && n.shared_parts_valid(),
+            n => meta::is_valid(n) && n.shared_parts_valid(),
         }
     }
 

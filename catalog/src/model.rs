@@ -50,7 +50,7 @@ impl Catalog {
         }
         Catalog {
             format: CATALOG_FORMAT.to_string(),
-            hash: hex(&hasher.finalize()),
+            hash: hex::encode(hasher.finalize()),
             upstreams,
         }
     }
@@ -144,7 +144,7 @@ impl UpstreamCatalog {
         let mut w = HashWriter::new();
         // Serialising our own plain data types into a hasher cannot fail.
         let _ = serde_json::to_writer(&mut w, self);
-        self.hash = hex(&w.finalize());
+        self.hash = hex::encode(w.finalize());
     }
 }
 
@@ -619,13 +619,4 @@ impl std::io::Write for HashWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }

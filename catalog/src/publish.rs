@@ -24,7 +24,7 @@ use std::io::{Read, Write};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::model::{hex, Catalog, UpstreamCatalog};
+use crate::model::{Catalog, UpstreamCatalog};
 use crate::runtime::UpstreamConfig;
 use crate::toolset::{Toolset, ToolsetName};
 
@@ -156,7 +156,7 @@ pub fn identity(source: &str, runtime: &UpstreamConfig, catalog_hash: &str) -> S
     h.update(serde_json::to_vec(runtime).unwrap_or_default());
     h.update([0]);
     h.update(catalog_hash.as_bytes());
-    hex(&h.finalize())
+    hex::encode(h.finalize())
 }
 
 /// Serialises, compresses and chunks one upstream. Its catalog must be
@@ -212,7 +212,7 @@ fn reassemble(refs: &[ChunkRef], chunks: &[&[u8]]) -> Result<Vec<u8>, String> {
     }
     let mut compressed = Vec::with_capacity(refs.iter().map(|c| c.size).sum());
     for (chunk, r) in chunks.iter().zip(refs) {
-        let got = hex(&Sha256::digest(chunk));
+        let got = hex::encode(Sha256::digest(chunk));
         if got != r.sha256 {
             return Err(format!(
                 "chunk {} has sha256 {got}, the index says {} (written while being read?)",
@@ -242,7 +242,10 @@ fn compress(json: &[u8], hash: String, max_chunk: usize) -> Encoded {
     let compressed = gz.finish().unwrap_or_default();
     let max_chunk = max_chunk.max(1);
     let chunks: Vec<Vec<u8>> = compressed.chunks(max_chunk).map(<[u8]>::to_vec).collect();
-    let chunk_hashes = chunks.iter().map(|c| hex(&Sha256::digest(c))).collect();
+    let chunk_hashes = chunks
+        .iter()
+        .map(|c| hex::encode(Sha256::digest(c)))
+        .collect();
     Encoded {
         hash,
         size: compressed.len(),
@@ -260,7 +263,7 @@ pub fn toolset_identity(toolset: &Toolset) -> String {
     // Serialising plain data types into memory cannot fail; the form is
     // deterministic (sets are sorted, lists keep the spec's order).
     h.update(serde_json::to_vec(toolset).unwrap_or_default());
-    hex(&h.finalize())
+    hex::encode(h.finalize())
 }
 
 /// Serialises, compresses and chunks one toolset, as [`encode`] does an
@@ -403,7 +406,7 @@ impl Index {
             h.update(e.hash.as_bytes());
             h.update([0]);
         }
-        hex(&h.finalize())
+        hex::encode(h.finalize())
     }
 }
 

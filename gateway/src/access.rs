@@ -25,7 +25,8 @@ use catalog::access::{CallerInputs, CompiledAccess, DefaultAccess, Grants, Held,
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::snapshot::{Snapshot, ToolEntry};
+use crate::snapshot::Snapshot;
+use crate::tool::ToolEntry;
 
 /// Most a decision may cost on an async worker, in the units of
 /// [`catalog::access::MAX_WHEN_COST`] (~10 ns each): about a millisecond.

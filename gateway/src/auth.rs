@@ -37,8 +37,9 @@ use http::{HeaderName, HeaderValue};
 use reqwest::Url;
 use serde::Deserialize;
 
-use crate::config::{ApiKeyLocation, AuthConfig, ClientAuthMethod, Resolve, SecretError};
+use crate::config::{ApiKeyLocation, AuthConfig, ClientAuthMethod};
 use crate::inbound::{BearerToken, CallContext, Caller};
+use crate::secret::{Resolve, SecretError};
 
 /// Cap on a token endpoint's response body.
 pub const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;

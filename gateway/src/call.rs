@@ -16,7 +16,7 @@ use crate::inbound::CallContext;
 use crate::outcome::{CallReport, ErrorType, UpstreamCall};
 use crate::request;
 use crate::response::{self, error_text};
-use crate::snapshot::ToolEntry;
+use crate::tool::ToolEntry;
 use crate::trace;
 use crate::upstream::{StatusClass, UpstreamError, UpstreamResponse};
 use crate::validate;

@@ -119,7 +119,7 @@ impl Inputs {
         }
         h.update([u8::from(strict)]);
         h.update(serde_json::to_vec(&self.options).unwrap_or_default());
-        crate::snapshot::hex(&h.finalize())
+        hex::encode(h.finalize())
     }
 
     /// Compiles, off the async workers (it is CPU-bound); for a `lint`,
@@ -663,7 +663,7 @@ fn set_hash(candidates: &BTreeMap<String, Version>) -> String {
         h.update(serde_json::to_vec(&v.runtime).unwrap_or_default());
         h.update([0]);
     }
-    crate::snapshot::hex(&h.finalize())
+    hex::encode(h.finalize())
 }
 
 /// Reloads `sources` into `store` whenever the config file, or a document

@@ -4,7 +4,7 @@
 //! would take its tools array past `--page-bytes` of JSON, whichever comes
 //! first; a tool larger than the budget on its own goes alone on its page.
 //! What each tool costs is counted once, when its snapshot is built
-//! ([`crate::snapshot::ToolEntry::listed_bytes`]), so a page is sized
+//! ([`crate::tool::ToolEntry::listed_bytes`]), so a page is sized
 //! without serialising anything. Only the JSON-RPC envelope (`jsonrpc`,
 //! `id`, `nextCursor`: about a hundred bytes) comes on top. Why: one
 //! unbounded page of a large API (Box: 2.7 MB) is a single SSE event over
@@ -32,7 +32,7 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 pub use crate::listing_version::ListingVersion;
-use crate::snapshot::ToolEntry;
+use crate::tool::ToolEntry;
 
 /// Default tools/list page size: tools on one page.
 pub const DEFAULT_PAGE_SIZE: usize = 500;

@@ -54,7 +54,7 @@ use crate::config::ResponseValidation;
 use crate::outcome::{CallReport, ErrorType};
 use crate::payload::Payload;
 use crate::rawjson::{Document, RawNode};
-use crate::snapshot::{ResponseCheck, ToolEntry};
+use crate::tool::{ResponseCheck, ToolEntry};
 use crate::upstream::{excerpt, BudgetPermit, UpstreamResponse};
 use crate::validate;
 

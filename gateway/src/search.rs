@@ -28,7 +28,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
 
 use crate::response::error_text;
-use crate::snapshot::{Snapshot, ToolEntry};
+use crate::snapshot::Snapshot;
+use crate::tool::ToolEntry;
 
 /// Search results that carry their input schema.
 pub const SCHEMA_HITS: usize = 3;

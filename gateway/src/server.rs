@@ -55,7 +55,7 @@ use crate::outcome::ErrorType;
 use crate::pages::{EndpointKey, PageCursor, PageLimits};
 use crate::reload::{CatalogStore, ToolDiff};
 use crate::session::{OnClose, ReplicaSessions, SessionKey, SessionLimit, SignedIdStore};
-use crate::snapshot::ToolEntry;
+use crate::tool::ToolEntry;
 
 /// The protocol versions toolgate speaks.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
@@ -535,7 +535,7 @@ impl McpHandler {
         snapshot: &'a Arc<crate::snapshot::Snapshot>,
         name: &str,
         principal: Option<&'a catalog::access::Principal>,
-    ) -> Option<&'a Arc<crate::snapshot::ToolEntry>> {
+    ) -> Option<&'a Arc<crate::tool::ToolEntry>> {
         let tool = snapshot.tool(name).filter(|t| self.view.serves(t))?;
         let default = self.shared.default_access;
         let mut access =
@@ -550,7 +550,7 @@ impl McpHandler {
         snapshot: &'a crate::snapshot::Snapshot,
         name: &str,
         principal: Option<&'a catalog::access::Principal>,
-    ) -> Option<&'a Arc<crate::snapshot::ToolEntry>> {
+    ) -> Option<&'a Arc<crate::tool::ToolEntry>> {
         let tool = snapshot.tool(name).filter(|t| self.view.serves(t))?;
         crate::access::CallerAccess::new(snapshot, principal, self.shared.default_access)
             .allows(tool)

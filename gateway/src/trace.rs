@@ -73,7 +73,7 @@ pub fn bounded(text: &str) -> Cow<'_, str> {
 /// SHA-256, enough to tell a session's requests apart, useless to resume it.
 pub fn session_ref(id: &str) -> String {
     let digest = Sha256::digest(id.as_bytes());
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(&digest[..8])
 }
 
 /// Names the JSON-RPC span `span` after the tool `name`, once the caller

@@ -37,13 +37,14 @@ use tokio::time::Instant;
 
 use crate::auth::{Auth, AuthError};
 use crate::config::{
-    ResponseValidation, SecretError, UpstreamConfig, DEFAULT_ERROR_STATUS, DEFAULT_MAX_CONCURRENCY,
+    ResponseValidation, UpstreamConfig, DEFAULT_ERROR_STATUS, DEFAULT_MAX_CONCURRENCY,
     DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_SUCCESS_STATUS, DEFAULT_TIMEOUT_SECONDS,
 };
 use crate::inbound::CallContext;
 use crate::net::{describe_transport_error, install_crypto_provider};
 use crate::rate_limit::{CallerLimiter, RateLimited};
 use crate::request::{PreparedRequest, RequestBody};
+use crate::secret::SecretError;
 
 /// Everything needed to call one upstream. Shared by snapshots: a reload
 /// that leaves an upstream's settings alone keeps its connection pool and

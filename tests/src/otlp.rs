@@ -271,9 +271,9 @@ async fn export(
                     service: service.clone(),
                     kind: SpanKind::try_from(s.kind).unwrap_or(SpanKind::Unspecified),
                     name: s.name,
-                    trace_id: hex(&s.trace_id),
-                    span_id: hex(&s.span_id),
-                    parent_span_id: hex(&s.parent_span_id),
+                    trace_id: hex::encode(&s.trace_id),
+                    span_id: hex::encode(&s.span_id),
+                    parent_span_id: hex::encode(&s.parent_span_id),
                     attributes: attributes(&s.attributes),
                 });
             }
@@ -308,8 +308,4 @@ fn attributes(kvs: &[KeyValue]) -> BTreeMap<String, Attr> {
             (kv.key.clone(), v)
         })
         .collect()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -249,10 +249,7 @@ pub fn full_name(prefix: &str, base: &str, opts: &NamingOptions) -> String {
 
 fn short_hash(base: &str) -> String {
     let digest = Sha256::digest(base.as_bytes());
-    let mut hex = String::with_capacity(HASH_LEN);
-    for byte in digest.iter().take(HASH_LEN.div_ceil(2)) {
-        hex.push_str(&format!("{byte:02x}"));
-    }
+    let mut hex = hex::encode(&digest[..HASH_LEN.div_ceil(2)]);
     hex.truncate(HASH_LEN);
     hex
 }

@@ -61,7 +61,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         kube_namespace: None,
         replica_id: None,
         pod_uid: None,
-        credentials_dir: gateway::config::DEFAULT_CREDENTIALS_DIR.into(),
+        credentials_dir: gateway::secret::DEFAULT_CREDENTIALS_DIR.into(),
         spec: None,
         prefix: Some(demo::PREFIX.to_string()),
         base_url: Some(base_url.clone()),

@@ -51,7 +51,7 @@ pub struct ServeArgs {
     pub pod_uid: Option<String>,
     /// Where `secretKey` credentials are read from, one file per key (the
     /// operator's `toolgate-credentials` Secret mounted as a volume).
-    #[arg(long, default_value = gateway::config::DEFAULT_CREDENTIALS_DIR)]
+    #[arg(long, default_value = gateway::secret::DEFAULT_CREDENTIALS_DIR)]
     pub credentials_dir: PathBuf,
     /// OpenAPI document to compile in-process instead of --catalog.
     #[arg(long, requires = "prefix")]
@@ -259,7 +259,7 @@ pub async fn run_with(
     if let (Some(prefix), Some(url)) = (&args.prefix, &args.base_url) {
         overrides.base_urls = HashMap::from([(prefix.clone(), url.clone())]);
     }
-    gateway::config::set_credentials_dir(args.credentials_dir.clone());
+    gateway::secret::set_credentials_dir(args.credentials_dir.clone());
     let defaults = gateway::metrics::ToolLabelSettings::default();
     let tool_labels = gateway::metrics::ToolLabelSettings {
         mode: (args.metrics_tool_labels)

@@ -50,7 +50,8 @@ use tokio::sync::{OnceCell, Semaphore};
 
 use super::config::{ClaimNames, IntrospectionConfig};
 use super::fetch::{self, FetchError};
-use crate::config::{Resolve, SecretRef};
+use crate::secret::Resolve;
+use catalog::runtime::SecretRef;
 
 /// Longest reuse of a refused answer.
 pub const NEGATIVE_TTL: Duration = Duration::from_secs(30);

@@ -160,7 +160,7 @@ const CREDENTIALS_CHECK: Duration = Duration::from_secs(2);
 /// Names, sizes and modification times in the credentials directory (and
 /// the kubelet's `..data` link, which moves on every Secret update).
 fn credentials_fingerprint() -> Vec<(String, u64, Option<std::time::SystemTime>)> {
-    let dir = crate::config::credentials_dir();
+    let dir = crate::secret::credentials_dir();
     let mut out: Vec<_> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()

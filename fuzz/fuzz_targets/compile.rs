@@ -9,7 +9,7 @@
 use std::sync::{Mutex, OnceLock};
 
 use catalog::{BodyMode, CompileOptions, ConflictResolution, Overlay, UpstreamSource};
-use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
+use gateway::serving::snapshot::{Overrides, RuntimeCache, Snapshot};
 use libfuzzer_sys::fuzz_target;
 use toolgate_fuzz::{amplify, split_nul};
 
@@ -41,7 +41,7 @@ struct Serving {
 fn serving() -> &'static Serving {
     static S: OnceLock<Serving> = OnceLock::new();
     S.get_or_init(|| {
-        gateway::upstream::install_crypto_provider();
+        gateway::net::install_crypto_provider();
         let mut overrides = Overrides::default();
         overrides
             .base_urls
@@ -92,8 +92,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let catalog = catalog::Catalog::new(vec![upstream]);
     let bytes = serde_json::to_vec(&catalog).expect("a catalog serialises");
-    let parsed =
-        gateway::reload::parse_catalog(&bytes).expect("the gateway reads a compiled catalog");
+    let parsed = gateway::serving::reload::parse_catalog(&bytes)
+        .expect("the gateway reads a compiled catalog");
     assert_eq!(parsed, catalog, "a catalog changes through JSON");
     let s = serving();
     let mut cache = s.cache.lock().unwrap_or_else(|p| p.into_inner());

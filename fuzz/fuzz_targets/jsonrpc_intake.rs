@@ -18,8 +18,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::body::Body;
-use gateway::session::SessionKey;
-use gateway::snapshot::Overrides;
+use gateway::mcp::session::SessionKey;
+use gateway::serving::snapshot::Overrides;
 use gateway::{AppState, CatalogStore, EdgeOptions};
 use libfuzzer_sys::fuzz_target;
 use rmcp::model::{ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion};
@@ -41,7 +41,7 @@ struct World {
 fn world() -> &'static World {
     static W: OnceLock<World> = OnceLock::new();
     W.get_or_init(|| {
-        gateway::upstream::install_crypto_provider();
+        gateway::net::install_crypto_provider();
         // A port that was just free: connecting is refused at once.
         let closed = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())

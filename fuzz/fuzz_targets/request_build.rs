@@ -16,7 +16,7 @@
 use std::sync::OnceLock;
 
 use catalog::{CompileOptions, RequestPlan, UpstreamSource};
-use gateway::request::{self, PreparedRequest};
+use gateway::call::request::{self, PreparedRequest};
 use libfuzzer_sys::fuzz_target;
 use reqwest::Url;
 use serde_json::{Map, Value};

@@ -23,11 +23,11 @@
 //!
 //! Every field has a default; an empty file means "defaults". The file
 //! also holds the gateway's inbound authentication (`inbound:`, see
-//! [`crate::inbound::config`]); [`GatewayFile`] is the whole file.
+//! [`crate::identity::inbound::config`]); [`GatewayFile`] is the whole file.
 //!
 //! An upstream may also say where its tools come from, for a gateway that
 //! compiles its own catalog (`serve --config` without `--catalog`, see
-//! [`crate::local`]): `openapi: {file | url}`, `overlays`, and the
+//! [`crate::serving::local`]): `openapi: {file | url}`, `overlays`, and the
 //! McpUpstream's `naming`, `tools`, `schema` and `validation` blocks, with
 //! the same names and meaning ([`UpstreamEntry`]).
 //!
@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use catalog::listing::{ListMode, MetaToolDescriptions, SearchSettings};
 pub use catalog::runtime::*;
 
-use crate::inbound::config::InboundConfig;
+use crate::identity::inbound::config::InboundConfig;
 
 /// The whole gateway config file.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -75,7 +75,7 @@ pub struct GatewayFile {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct MetricsConfig {
-    pub tool_labels: Option<crate::metrics::ToolLabels>,
+    pub tool_labels: Option<crate::observe::metrics::ToolLabels>,
     pub tool_label_limit: Option<usize>,
 }
 

@@ -1,6 +1,6 @@
 //! Following a file that may change under the gateway: the catalog of
-//! `serve --catalog` ([`crate::reload::watch_file`]) and the session key
-//! ([`crate::session::follow_key_file`]).
+//! `serve --catalog` ([`crate::serving::reload::watch_file`]) and the session key
+//! ([`crate::mcp::session::follow_key_file`]).
 //!
 //! The file is polled: its metadata every interval, its content hash when
 //! the metadata changed (and every few seconds anyway). `std::fs::read`

@@ -80,7 +80,7 @@ pub fn compile_sources(args: &SourceArgs) -> Result<Vec<(String, UpstreamCatalog
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut sources = gateway::local::Sources::new(config.clone(), args.strict);
+    let mut sources = gateway::serving::local::Sources::new(config.clone(), args.strict);
     let compiled = rt.block_on(sources.compile_all())?;
     Ok(compiled
         .into_iter()
@@ -107,7 +107,7 @@ fn lint_sources(args: &SourceArgs) -> Result<Vec<(String, Linted)>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut sources = gateway::local::Sources::for_lint(config.clone(), args.strict);
+    let mut sources = gateway::serving::local::Sources::for_lint(config.clone(), args.strict);
     let compiled = rt.block_on(sources.compile_all())?;
     Ok(compiled
         .into_iter()

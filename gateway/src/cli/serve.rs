@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use gateway::config::GatewayFile;
-use gateway::inbound::{Inbound, InboundRuntime};
-use gateway::kubernetes::{watch_published, KubeOptions};
-use gateway::ops::ShutdownTiming;
-use gateway::reload::{watch_file, CatalogStore, WatchOptions};
-use gateway::snapshot::Overrides;
+use gateway::edge::router::ShutdownTiming;
+use gateway::identity::inbound::{Inbound, InboundRuntime};
+use gateway::serving::kubernetes::{watch_published, KubeOptions};
+use gateway::serving::reload::{watch_file, CatalogStore, WatchOptions};
+use gateway::serving::snapshot::Overrides;
 use gateway::{AppState, EdgeOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -91,12 +91,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TOOLGATE_SHUTDOWN_DELAY_SECONDS")]
     pub shutdown_delay_seconds: Option<f64>,
     /// tools/list page size: most tools on one page.
-    #[arg(long, env = "TOOLGATE_PAGE_SIZE", default_value_t = gateway::pages::DEFAULT_PAGE_SIZE)]
+    #[arg(long, env = "TOOLGATE_PAGE_SIZE", default_value_t = gateway::mcp::pages::DEFAULT_PAGE_SIZE)]
     pub page_size: usize,
     /// tools/list page budget: most JSON bytes of tools on one page (a
     /// single larger tool goes alone on its page). The JSON-RPC envelope
     /// adds about a hundred bytes.
-    #[arg(long, env = "TOOLGATE_PAGE_BYTES", default_value_t = gateway::pages::DEFAULT_PAGE_BYTES)]
+    #[arg(long, env = "TOOLGATE_PAGE_BYTES", default_value_t = gateway::mcp::pages::DEFAULT_PAGE_BYTES)]
     pub page_bytes: usize,
     /// File holding the key (at least 32 bytes) that signs session ids.
     /// Give every replica the same key (a Secret) so any replica accepts
@@ -107,15 +107,15 @@ pub struct ServeArgs {
     /// Seconds session ids signed with the key the file replaced (or with
     /// this process's own key, before the file appeared) stay valid after
     /// the key changes; 0 ends them at once (after a leaked key).
-    #[arg(long, env = "TOOLGATE_SESSION_KEY_GRACE_SECONDS", default_value_t = gateway::session::DEFAULT_KEY_GRACE.as_secs())]
+    #[arg(long, env = "TOOLGATE_SESSION_KEY_GRACE_SECONDS", default_value_t = gateway::mcp::session::DEFAULT_KEY_GRACE.as_secs())]
     pub session_key_grace_seconds: u64,
     /// Largest MCP request body in bytes; a larger one is answered 413
     /// without being read.
-    #[arg(long, env = "TOOLGATE_MAX_REQUEST_BODY_BYTES", default_value_t = gateway::intake::DEFAULT_MAX_REQUEST_BODY_BYTES)]
+    #[arg(long, env = "TOOLGATE_MAX_REQUEST_BODY_BYTES", default_value_t = gateway::edge::intake::DEFAULT_MAX_REQUEST_BODY_BYTES)]
     pub max_request_body_bytes: usize,
     /// Sessions (protocol versions with `initialize`) this replica holds at
     /// once; an `initialize` past it is answered 503.
-    #[arg(long, env = "TOOLGATE_MAX_SESSIONS", default_value_t = gateway::session::DEFAULT_MAX_SESSIONS)]
+    #[arg(long, env = "TOOLGATE_MAX_SESSIONS", default_value_t = gateway::mcp::session::DEFAULT_MAX_SESSIONS)]
     pub max_sessions: usize,
     /// Sessions one caller (its identity when authenticated, else its
     /// address) holds on this replica at once; past it the caller's least
@@ -128,7 +128,7 @@ pub struct ServeArgs {
     /// Seconds a session may stay without any request before it is closed
     /// and its memory freed (its client is transparently restored if it
     /// comes back); 0 keeps sessions until DELETE.
-    #[arg(long, env = "TOOLGATE_SESSION_IDLE_TIMEOUT_SECONDS", default_value_t = gateway::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs())]
+    #[arg(long, env = "TOOLGATE_SESSION_IDLE_TIMEOUT_SECONDS", default_value_t = gateway::mcp::session::DEFAULT_SESSION_IDLE_TIMEOUT.as_secs())]
     pub session_idle_timeout_seconds: u64,
     /// Poll interval of the catalog file and the session key file, in
     /// milliseconds.
@@ -149,7 +149,7 @@ pub struct ServeArgs {
     /// catalog has at most --metrics-tool-label-limit tools, `on`, `off`.
     /// Default: `metrics.toolLabels` of --config, else auto.
     #[arg(long, env = "TOOLGATE_METRICS_TOOL_LABELS", value_enum)]
-    pub metrics_tool_labels: Option<gateway::metrics::ToolLabels>,
+    pub metrics_tool_labels: Option<gateway::observe::metrics::ToolLabels>,
     /// Most tools a catalog may have for `auto` to label by tool. Default:
     /// `metrics.toolLabelLimit` of --config, else 1000.
     #[arg(long, env = "TOOLGATE_METRICS_TOOL_LABEL_LIMIT")]
@@ -161,7 +161,7 @@ pub struct ServeArgs {
 pub struct MetricsAddr(pub Option<SocketAddr>);
 
 fn metrics_addr(text: &str) -> Result<MetricsAddr, String> {
-    gateway::metrics::parse_addr(text).map(MetricsAddr)
+    gateway::observe::metrics::parse_addr(text).map(MetricsAddr)
 }
 
 /// Where metrics are served when --metrics-addr is not given: in a pod,
@@ -169,7 +169,7 @@ fn metrics_addr(text: &str) -> Result<MetricsAddr, String> {
 /// the gateway serves on, so a gateway kept to loopback does not publish
 /// its tool and upstream names on every interface.
 fn default_metrics_addr(kube: bool, listen: SocketAddr) -> SocketAddr {
-    let port = gateway::metrics::DEFAULT_METRICS_ADDR
+    let port = gateway::observe::metrics::DEFAULT_METRICS_ADDR
         .parse::<SocketAddr>()
         .map_or(9090, |a| a.port());
     if kube {
@@ -220,11 +220,11 @@ pub async fn run_with(
     let (budget, source) = match args.max_response_memory_bytes {
         Some(0) => bail!("--max-response-memory-bytes must be at least 1"),
         Some(n) => (n, "--max-response-memory-bytes"),
-        None => gateway::upstream::default_response_memory_bytes(),
+        None => gateway::call::upstream::default_response_memory_bytes(),
     };
-    gateway::upstream::ResponseBudget::configure(budget);
+    gateway::call::upstream::ResponseBudget::configure(budget);
     tracing::info!(
-        bytes = gateway::upstream::ResponseBudget::get().total(),
+        bytes = gateway::call::upstream::ResponseBudget::get().total(),
         source,
         "response memory budget"
     );
@@ -260,8 +260,8 @@ pub async fn run_with(
         overrides.base_urls = HashMap::from([(prefix.clone(), url.clone())]);
     }
     gateway::secret::set_credentials_dir(args.credentials_dir.clone());
-    let defaults = gateway::metrics::ToolLabelSettings::default();
-    let tool_labels = gateway::metrics::ToolLabelSettings {
+    let defaults = gateway::observe::metrics::ToolLabelSettings::default();
+    let tool_labels = gateway::observe::metrics::ToolLabelSettings {
         mode: (args.metrics_tool_labels)
             .or(file.metrics.tool_labels)
             .unwrap_or(defaults.mode),
@@ -269,7 +269,7 @@ pub async fn run_with(
             .or(file.metrics.tool_label_limit)
             .unwrap_or(defaults.limit),
     };
-    let metrics = std::sync::Arc::new(gateway::metrics::Metrics::new(tool_labels));
+    let metrics = std::sync::Arc::new(gateway::observe::metrics::Metrics::new(tool_labels));
     let store = CatalogStore::with_metrics(config, overrides, metrics.clone());
     let cancel = CancellationToken::new();
     let mut reporter = None;
@@ -297,7 +297,7 @@ pub async fn run_with(
             KubeOptions::new(namespace.clone()),
             cancel.child_token(),
         ));
-        reporter = Some(tokio::spawn(gateway::kubernetes::report_served(
+        reporter = Some(tokio::spawn(gateway::serving::kubernetes::report_served(
             client,
             store.clone(),
             namespace,
@@ -329,9 +329,9 @@ pub async fn run_with(
         ));
     } else if let Some(path) = &args.config {
         // Checked above: its upstreams say where their documents are.
-        let mut sources = gateway::local::Sources::new(path.clone(), false);
+        let mut sources = gateway::serving::local::Sources::new(path.clone(), false);
         sources.start_counted(&store).await?;
-        tokio::spawn(gateway::local::watch(
+        tokio::spawn(gateway::serving::local::watch(
             sources,
             store.clone(),
             poll,
@@ -348,7 +348,7 @@ pub async fn run_with(
     };
     let session_key = match &args.session_key_file {
         Some(path) => {
-            let (key, follow) = gateway::session::follow_key_file(
+            let (key, follow) = gateway::mcp::session::follow_key_file(
                 path.clone(),
                 Duration::from_secs(args.session_key_grace_seconds),
                 poll,
@@ -359,7 +359,7 @@ pub async fn run_with(
         }
         None => {
             tracing::info!("no --session-key-file: sessions are valid on this process only");
-            gateway::session::SessionKey::random()
+            gateway::mcp::session::SessionKey::random()
         }
     };
     let inbound = Inbound::from_config(
@@ -390,10 +390,11 @@ pub async fn run_with(
         page_bytes: args.page_bytes,
         cancel: cancel.clone(),
         max_request_body_bytes: args.max_request_body_bytes,
-        sessions: gateway::server::SessionSettings {
-            limit: gateway::session::SessionLimit::new(args.max_sessions).with_per_caller(
-                args.max_sessions_per_caller
-                    .unwrap_or_else(|| gateway::session::default_per_caller(args.max_sessions)),
+        sessions: gateway::mcp::handler::SessionSettings {
+            limit: gateway::mcp::session::SessionLimit::new(args.max_sessions).with_per_caller(
+                args.max_sessions_per_caller.unwrap_or_else(|| {
+                    gateway::mcp::session::default_per_caller(args.max_sessions)
+                }),
             ),
             idle_timeout: (args.session_idle_timeout_seconds > 0)
                 .then(|| Duration::from_secs(args.session_idle_timeout_seconds)),
@@ -401,7 +402,7 @@ pub async fn run_with(
         ..EdgeOptions::default()
     };
     let state = AppState::new(store.clone(), &edge);
-    let listener = gateway::ops::bind(args.listen)
+    let listener = gateway::edge::router::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
     let asked = args.metrics_addr.is_some();
@@ -411,12 +412,12 @@ pub async fn run_with(
     if let Some(addr) = metrics_addr {
         // NB: not fatal: a taken metrics port must not stop the gateway
         // serving its clients; the scrape target going down is the alarm.
-        match gateway::ops::bind(addr).and_then(|l| Ok((l.local_addr()?, l))) {
+        match gateway::edge::router::bind(addr).and_then(|l| Ok((l.local_addr()?, l))) {
             Ok((bound, metrics_listener)) => {
                 tracing::info!(metrics = %bound, "metrics served on http://{bound}/metrics");
                 let stop = cancel.child_token();
-                let router = gateway::metrics::router(metrics)
-                    .merge(gateway::ops::status_router(state.clone()));
+                let router = gateway::observe::metrics::router(metrics)
+                    .merge(gateway::edge::router::status_router(state.clone()));
                 tokio::spawn(async move {
                     let served = axum::serve(metrics_listener, router)
                         .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -440,7 +441,7 @@ pub async fn run_with(
     }
     // Before the "serving" line: a SIGTERM from then on is a shutdown
     // signal, not the default (an exit without draining).
-    let signals = gateway::ops::shutdown_signals();
+    let signals = gateway::edge::router::shutdown_signals();
     let snap = store.load();
     tracing::info!(
         listen = %local,
@@ -450,7 +451,7 @@ pub async fn run_with(
     );
     on_listening(local);
     let stop = cancel.clone();
-    gateway::ops::serve(listener, state, cancel, signals, timing).await?;
+    gateway::edge::router::serve(listener, state, cancel, signals, timing).await?;
     stop.cancel();
     if let Some(reporter) = reporter {
         // Withdraw the served report so the operator stops counting us.

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use catalog::access::DefaultAccess;
 use catalog::Catalog;
 use gateway::config::GatewayConfig;
-use gateway::snapshot::Provenance;
+use gateway::serving::snapshot::Provenance;
 use gateway::EdgeOptions;
 use rmcp::model::{ErrorCode, ProtocolVersion, SubscriptionFilter};
 use rmcp::service::ClientServiceExt;

@@ -1,5 +1,5 @@
 use gateway::config::GatewayConfig;
-use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
+use gateway::serving::snapshot::{Overrides, RuntimeCache, Snapshot};
 
 /// Every corpus document that compiles, as upstream `c{i}` (`i`: its
 /// place in the sorted corpus), all in one catalog; and the documents

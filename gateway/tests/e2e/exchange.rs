@@ -1,6 +1,6 @@
 //! `auth: {type: tokenExchange}` (RFC 8693) against a loopback token
 //! endpoint written here. Callers come from inbound authentication, so the
-//! calls go through the call pipeline's public API (`gateway::call::call`
+//! calls go through the call pipeline's public API (`gateway::call::pipeline::call`
 //! with a `CallContext` holding a `Caller`); the open-mode refusal goes
 //! over the wire.
 
@@ -12,8 +12,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Form;
-use gateway::inbound::{AuthMethod, BearerToken, CallContext};
-use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
+use gateway::identity::inbound::{AuthMethod, BearerToken, CallContext};
+use gateway::serving::snapshot::{Overrides, RuntimeCache, Snapshot};
 use serde_json::json;
 
 use crate::support::*;
@@ -135,7 +135,7 @@ async fn setup() -> Setup {
 
 async fn get_pet(snap: &Snapshot, ctx: &CallContext) -> rmcp::model::CallToolResult {
     let t = snap.tool("pets__get_pet").unwrap().clone();
-    gateway::call::call(&t, Some(args(json!({"id": "7"}))), ctx).await
+    gateway::call::pipeline::call(&t, Some(args(json!({"id": "7"}))), ctx).await
 }
 
 #[tokio::test]

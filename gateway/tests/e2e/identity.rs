@@ -35,9 +35,10 @@ async fn gateway(
         b.issuer(),
     ))
     .expect("fixture inbound config parses");
-    let inbound = gateway::inbound::Inbound::from_config(&file.inbound, Default::default())
-        .await
-        .expect("fixture inbound config is valid");
+    let inbound =
+        gateway::identity::inbound::Inbound::from_config(&file.inbound, Default::default())
+            .await
+            .expect("fixture inbound config is valid");
     let edge = gateway::EdgeOptions {
         inbound,
         default_access: file.inbound.default_access,

@@ -9,8 +9,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gateway::inbound::{Inbound, InboundRuntime};
-use gateway::reload::WatchOptions;
+use gateway::identity::inbound::{Inbound, InboundRuntime};
+use gateway::serving::reload::WatchOptions;
 use gateway::EdgeOptions;
 use rmcp::model::ProtocolVersion;
 use serde_json::{json, Value};
@@ -189,7 +189,7 @@ async fn refused_credentials_get_401_with_the_rfc9728_challenge() {
     let (status, challenge, _) = bearer(&gw, &good.clone().expired().mint()).await;
     assert_eq!(status, 401);
     assert_eq!(challenge, invalid_token("the access token expired"));
-    let long = "a".repeat(gateway::inbound::MAX_TOKEN_BYTES + 1);
+    let long = "a".repeat(gateway::identity::inbound::MAX_TOKEN_BYTES + 1);
     let (status, _, _) = bearer(&gw, &long).await;
     assert_eq!(status, 401);
 

@@ -401,7 +401,7 @@ async fn kube_mode_loads_hot_swaps_and_survives_watch_cuts() {
     assert!(!report.spec.catalog_hash.is_empty());
     assert_eq!(
         report.spec.ttl_seconds,
-        gateway::kubernetes::REPORT_TTL_SECONDS
+        gateway::serving::kubernetes::REPORT_TTL_SECONDS
     );
     // Owned by its Pod, so a crashed replica's report goes with the Pod.
     let owners = report.metadata.owner_references.clone().unwrap_or_default();

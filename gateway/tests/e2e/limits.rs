@@ -1,13 +1,13 @@
 //! `rateLimit` and `forwardIdentity`: over a real socket (the client IP is
 //! the caller key without inbound authentication), and per verified caller
-//! through the call pipeline's public API (`gateway::call::call` with a
+//! through the call pipeline's public API (`gateway::call::pipeline::call` with a
 //! `CallContext` holding a `Caller`), since inbound authentication is what
 //! makes callers and is tested on its own.
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use gateway::inbound::{AuthMethod, BearerToken, CallContext};
-use gateway::snapshot::{Overrides, RuntimeCache, Snapshot};
+use gateway::identity::inbound::{AuthMethod, BearerToken, CallContext};
+use gateway::serving::snapshot::{Overrides, RuntimeCache, Snapshot};
 use serde_json::{json, Value};
 
 use crate::support::*;
@@ -138,7 +138,7 @@ async fn call_as(
     args: Value,
 ) -> rmcp::model::CallToolResult {
     let t = snap.tool(tool).expect("tool exists").clone();
-    gateway::call::call(&t, Some(crate::support::args(args)), ctx).await
+    gateway::call::pipeline::call(&t, Some(crate::support::args(args)), ctx).await
 }
 
 #[tokio::test]

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use gateway::metrics::{Metrics, ToolLabelSettings, ToolLabels};
-use gateway::snapshot::Overrides;
+use gateway::observe::metrics::{Metrics, ToolLabelSettings, ToolLabels};
+use gateway::serving::snapshot::Overrides;
 use gateway::{CatalogStore, EdgeOptions};
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::json;
@@ -20,7 +20,7 @@ use crate::upstream::TestUpstream;
 async fn metrics_url(metrics: Arc<Metrics>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/metrics", listener.local_addr().unwrap());
-    tokio::spawn(gateway::metrics::serve(
+    tokio::spawn(gateway::observe::metrics::serve(
         listener,
         metrics,
         CancellationToken::new(),
@@ -491,7 +491,7 @@ async fn config_reloads_count_once_each_and_a_broken_document_is_a_failure() {
     std::fs::write(&doc, DOC).unwrap();
     let store = CatalogStore::new(Default::default(), Overrides::default());
     let url = metrics_url(store.metrics().clone()).await;
-    let mut sources = gateway::local::Sources::new(config, false);
+    let mut sources = gateway::serving::local::Sources::new(config, false);
     sources.start_counted(&store).await.unwrap();
     let reloads =
         |s: &Scraped, result| s.value("toolgate_catalog_reloads_total", &[("result", result)]);

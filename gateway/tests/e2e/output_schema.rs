@@ -504,7 +504,7 @@ async fn switching_to_fail_lists_output_schemas_and_sends_list_changed() {
     ))
     .unwrap();
     let catalog = shop_catalog(SchemaRefs::Inline);
-    let provenance = gateway::snapshot::Provenance::of(&catalog, "test");
+    let provenance = gateway::serving::snapshot::Provenance::of(&catalog, "test");
     gw.store
         .install_with_config(catalog, config, provenance)
         .unwrap();

@@ -255,8 +255,8 @@ async fn every_corpus_document_lists_completely_through_each_client() {
     let sdk = toolgate_tests::tools::sdk_clients();
     let corpus = Corpus::load();
     let gw = start_gateway(&corpus.catalog, corpus.config.clone()).await;
-    let budget = gateway::pages::DEFAULT_PAGE_BYTES;
-    let size = gateway::pages::DEFAULT_PAGE_SIZE;
+    let budget = gateway::mcp::pages::DEFAULT_PAGE_BYTES;
+    let size = gateway::mcp::pages::DEFAULT_PAGE_SIZE;
     let endpoints = corpus.endpoints();
     let urls: Vec<String> = endpoints
         .iter()

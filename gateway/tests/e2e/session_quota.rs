@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use gateway::server::SessionSettings;
-use gateway::session::{SessionKey, SessionLimit};
+use gateway::mcp::handler::SessionSettings;
+use gateway::mcp::session::{SessionKey, SessionLimit};
 use gateway::EdgeOptions;
 use serde_json::{json, Value};
 
@@ -26,9 +26,10 @@ async fn gateway(max: usize, per_caller: usize, key: SessionKey) -> (Gateway, te
         keys.display()
     ))
     .unwrap();
-    let inbound = gateway::inbound::Inbound::from_config(&file.inbound, Default::default())
-        .await
-        .unwrap();
+    let inbound =
+        gateway::identity::inbound::Inbound::from_config(&file.inbound, Default::default())
+            .await
+            .unwrap();
     let edge = EdgeOptions {
         inbound,
         default_access: file.inbound.default_access,
@@ -112,7 +113,7 @@ fn metric(gw: &Gateway, series: &str) -> f64 {
     let text = gw
         .store
         .metrics()
-        .encode(gateway::metrics::Format::Prometheus)
+        .encode(gateway::observe::metrics::Format::Prometheus)
         .unwrap();
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))

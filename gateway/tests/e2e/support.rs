@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use catalog::{Catalog, UpstreamCatalog};
 use gateway::config::GatewayConfig;
-use gateway::snapshot::Overrides;
+use gateway::serving::snapshot::Overrides;
 use gateway::{AppState, CatalogStore, EdgeOptions};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ClientConfig, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService};
@@ -260,12 +260,12 @@ pub async fn serve_store(store: Arc<CatalogStore>, mut edge: EdgeOptions) -> Gat
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let c = cancel.clone();
-    tokio::spawn(gateway::ops::serve(
+    tokio::spawn(gateway::edge::router::serve(
         listener,
         state,
         cancel.clone(),
         futures::stream::once(async move { c.cancelled().await }),
-        gateway::ops::ShutdownTiming {
+        gateway::edge::router::ShutdownTiming {
             drain_delay: Duration::ZERO,
             grace: Duration::from_secs(5),
         },
@@ -432,9 +432,10 @@ pub async fn start_gateway_trusting(
         idp.issuer()
     ))
     .expect("fixture inbound config parses");
-    let inbound = gateway::inbound::Inbound::from_config(&file.inbound, Default::default())
-        .await
-        .expect("fixture inbound config is valid");
+    let inbound =
+        gateway::identity::inbound::Inbound::from_config(&file.inbound, Default::default())
+            .await
+            .expect("fixture inbound config is valid");
     let edge = EdgeOptions {
         inbound,
         default_access: file.inbound.default_access,
@@ -447,14 +448,14 @@ pub async fn start_gateway_trusting(
 /// `method`, presenting `token`, from loopback.
 pub fn verified_caller(
     subject: &str,
-    method: gateway::inbound::AuthMethod,
-    token: Option<gateway::inbound::BearerToken>,
-) -> gateway::inbound::CallContext {
-    gateway::inbound::CallContext {
-        caller: Some(Arc::new(gateway::inbound::Caller {
+    method: gateway::identity::inbound::AuthMethod,
+    token: Option<gateway::identity::inbound::BearerToken>,
+) -> gateway::identity::inbound::CallContext {
+    gateway::identity::inbound::CallContext {
+        caller: Some(Arc::new(gateway::identity::inbound::Caller {
             principal: catalog::access::Principal {
                 method,
-                issuer: (method != gateway::inbound::AuthMethod::ApiKey)
+                issuer: (method != gateway::identity::inbound::AuthMethod::ApiKey)
                     .then(|| "https://idp.test".to_string()),
                 subject: subject.into(),
                 ..Default::default()

@@ -476,7 +476,7 @@ async fn only_a_toolsets_own_changes_reach_its_sessions_and_access_rules_still_a
                 small_catalog(pong),
                 config(rules),
                 toolsets,
-                gateway::snapshot::Provenance::default(),
+                gateway::serving::snapshot::Provenance::default(),
             )
             .expect("installs")
     };

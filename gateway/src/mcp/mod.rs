@@ -1,0 +1,11 @@
+//! The MCP protocol side: the rmcp `ServerHandler` ([`handler`]:
+//! `tools/list`, `tools/call`, `list_changed`) over the current snapshot,
+//! `tools/list` pages and their cursors ([`pages`]), search mode's
+//! meta-tools ([`search`]), sessions any replica accepts ([`session`]) and
+//! how each failure reaches the client ([`error`], a table).
+
+pub mod error;
+pub mod handler;
+pub mod pages;
+pub mod search;
+pub mod session;

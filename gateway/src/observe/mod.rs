@@ -1,0 +1,7 @@
+//! Observability: the Prometheus metrics ([`metrics`], on a listener of
+//! their own) and the OpenTelemetry spans of requests and calls
+//! ([`trace`]). Every other room reports here; this one depends on none of
+//! them (only on [`crate::outcome`]).
+
+pub mod metrics;
+pub mod trace;

@@ -1,0 +1,728 @@
+//! Several upstreams without Kubernetes: a gateway that compiles its own
+//! catalog from the config file (`toolgate serve --config` without
+//! `--catalog`, and `toolgate compile --config`).
+//!
+//! **Loading.** [`Sources`] reads the config file, then for each upstream
+//! its OpenAPI document (a file, or a URL fetched within a size cap and a
+//! timeout) and overlays, and compiles it as the operator compiles an
+//! McpUpstream: the same options ([`UpstreamEntry::compile_options`]) and
+//! prefix rules (checked when the config is parsed). Relative paths
+//! resolve against the config file's directory. An upstream whose inputs
+//! did not change is not compiled again.
+//!
+//! **Reloading.** [`watch`] follows the config file and every document and
+//! overlay file it names ([`crate::file_watch`]), and fetches URLs again
+//! (conditional GETs) on every reload and every `refreshInterval`. A
+//! reload installs each upstream whole (its tools with its settings) or
+//! not at all: one that fails — a file that does not parse, a compile
+//! error, an unreachable URL, settings the gateway cannot use — keeps
+//! serving its last good version while the others update, and the error
+//! is logged naming the upstream and the file. A config file that does
+//! not parse changes nothing. At start-up every failure is fatal instead.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use catalog::{Catalog, Overlay, UpstreamCatalog, UpstreamSource};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ConfigError, GatewayConfig, GatewayFile, UpstreamConfig, UpstreamEntry};
+use crate::file_watch::{FileWatch, WatchOptions};
+use crate::identity::inbound::config::InboundConfig;
+use crate::identity::inbound::fetch;
+use crate::observe::metrics::ReloadResult;
+use crate::serving::reload::CatalogStore;
+use crate::serving::snapshot::{now_rfc3339, Provenance, SnapshotError, UpstreamProvenance};
+
+/// Largest OpenAPI document fetched from a URL (the operator's default
+/// `--max-spec-bytes`): the largest public descriptions, about 11 MB, fit.
+pub const MAX_SPEC_BYTES: usize = 16 << 20;
+/// The whole GET of a document, body included.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+/// Redirects followed when fetching a document.
+pub const MAX_REDIRECTS: usize = 5;
+
+/// Why the upstreams could not be loaded (at start-up, or by
+/// `toolgate compile --config`).
+#[derive(Debug, thiserror::Error)]
+pub enum LocalError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(
+        "config {path}: no upstream says where its tools come from \
+         (`openapi: {{file: ...}}` or `{{url: ...}}`)"
+    )]
+    NoSources { path: String },
+    /// One upstream: its document, overlays or compile.
+    #[error("upstream {prefix}: {message}")]
+    Upstream { prefix: String, message: String },
+    /// The catalog compiled but cannot be served (say, a base URL that
+    /// does not parse, or a credentials file that is missing).
+    #[error("config {path}: {source}")]
+    Serve {
+        path: String,
+        #[source]
+        source: Box<SnapshotError>,
+    },
+}
+
+/// One compiled upstream.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub prefix: String,
+    /// The document: its path or URL.
+    pub document: String,
+    pub catalog: UpstreamCatalog,
+    /// For a lint ([`Sources::for_lint`]): the name conflicts
+    /// `conflictResolution: error` refused the document for; `catalog` is
+    /// then compiled with `qualify`.
+    pub refused: Option<catalog::NameConflicts>,
+}
+
+/// An upstream as served: its tools and how to reach it, replaced together.
+#[derive(Clone)]
+struct Version {
+    /// sha256 of everything the catalog was compiled from.
+    input_hash: String,
+    document: String,
+    catalog: Arc<UpstreamCatalog>,
+    runtime: UpstreamConfig,
+    /// See [`Compiled::refused`].
+    refused: Option<catalog::NameConflicts>,
+}
+
+/// One upstream's inputs, read.
+struct Inputs {
+    document: String,
+    spec: Vec<u8>,
+    /// `(path, bytes)`, in order.
+    overlays: Vec<(String, Vec<u8>)>,
+    options: catalog::CompileOptions,
+}
+
+impl Inputs {
+    fn hash(&self, prefix: &str, strict: bool) -> String {
+        let mut h = Sha256::new();
+        for part in [prefix.as_bytes(), self.document.as_bytes(), &self.spec] {
+            h.update(part);
+            h.update([0]);
+        }
+        for (name, bytes) in &self.overlays {
+            h.update(name.as_bytes());
+            h.update([0]);
+            h.update(bytes);
+            h.update([0]);
+        }
+        h.update([u8::from(strict)]);
+        h.update(serde_json::to_vec(&self.options).unwrap_or_default());
+        hex::encode(h.finalize())
+    }
+
+    /// Compiles, off the async workers (it is CPU-bound); for a `lint`,
+    /// name conflicts are returned beside the catalog instead of failing
+    /// ([`catalog::lint_upstream`]).
+    async fn compile(
+        self,
+        prefix: String,
+        strict: bool,
+        lint: bool,
+    ) -> Result<(UpstreamCatalog, Option<catalog::NameConflicts>), String> {
+        tokio::task::spawn_blocking(move || {
+            let mut overlays = Vec::with_capacity(self.overlays.len());
+            for (name, bytes) in &self.overlays {
+                overlays.push(Overlay::parse(name, bytes, strict).map_err(|e| e.to_string())?);
+            }
+            let src = UpstreamSource {
+                prefix: &prefix,
+                document: &self.document,
+                spec: &self.spec,
+                overlays: &overlays,
+                options: &self.options,
+            };
+            if lint {
+                let linted = catalog::lint_upstream(&src).map_err(|e| e.to_string())?;
+                return Ok((linted.catalog, linted.refused));
+            }
+            catalog::compile_upstream(&src)
+                .map(|c| (c, None))
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| format!("the compiler failed: {e}"))?
+    }
+}
+
+/// A document fetched from a URL, kept for conditional GETs.
+struct Fetched {
+    etag: Option<String>,
+    last_modified: Option<String>,
+    body: Vec<u8>,
+}
+
+/// The config file's upstreams: read, compiled and, for `serve`, what is
+/// served of them.
+pub struct Sources {
+    path: PathBuf,
+    dir: PathBuf,
+    /// Overlay targets that match nothing are errors (`compile --strict`).
+    strict: bool,
+    http: reqwest::Client,
+    fetched: BTreeMap<String, Fetched>,
+    /// What is served, by prefix.
+    served: BTreeMap<String, Version>,
+    /// Hash of the served set, to skip installs that change nothing.
+    installed: Option<String>,
+    /// The inbound settings the process started with: they are not
+    /// reloaded, so a change is only worth a warning.
+    inbound: Option<InboundConfig>,
+    /// Files read by the last load (`None`: could not be read), with
+    /// what was read: what the watches start from.
+    read: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// Whether the last load parsed the config, so `read` holds every
+    /// file it names.
+    read_all: bool,
+    /// When the next URL refresh is due.
+    refresh_at: Option<Instant>,
+    /// Compiling for `toolgate lint`: see [`Sources::for_lint`].
+    lint: bool,
+}
+
+impl Sources {
+    /// Upstreams of the config file at `path`.
+    pub fn new(path: PathBuf, strict: bool) -> Self {
+        crate::net::install_crypto_provider();
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
+            .build()
+            .unwrap_or_default();
+        Sources {
+            path,
+            dir,
+            strict,
+            http,
+            fetched: BTreeMap::new(),
+            served: BTreeMap::new(),
+            installed: None,
+            inbound: None,
+            read: BTreeMap::new(),
+            read_all: false,
+            refresh_at: None,
+            lint: false,
+        }
+    }
+
+    /// Upstreams of the config file at `path`, for `toolgate lint`: name
+    /// conflicts that `conflictResolution: error` refuses are reported in
+    /// [`Compiled::refused`] rather than failing the upstream.
+    pub fn for_lint(path: PathBuf, strict: bool) -> Self {
+        Sources {
+            lint: true,
+            ..Self::new(path, strict)
+        }
+    }
+
+    /// Reads the config and compiles every upstream; the first failure
+    /// is the error (`toolgate compile --config`).
+    pub async fn compile_all(&mut self) -> Result<Vec<Compiled>, LocalError> {
+        let file = self.read_config()?;
+        let mut out = Vec::new();
+        for result in self.compile_each(&file).await {
+            let (prefix, version) = result?;
+            out.push(Compiled {
+                prefix,
+                document: version.document,
+                catalog: Arc::unwrap_or_clone(version.catalog),
+                refused: version.refused,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Loads everything and installs it; any failure is the error, and
+    /// nothing is installed.
+    pub async fn start(&mut self, store: &CatalogStore) -> Result<(), LocalError> {
+        let file = self.read_config()?;
+        self.inbound = Some(file.inbound.clone());
+        let mut candidates = BTreeMap::new();
+        for result in self.compile_each(&file).await {
+            let (prefix, version) = result?;
+            candidates.insert(prefix, version);
+        }
+        self.install(candidates, store, true).map(|_| ())
+    }
+
+    /// [`Sources::start`], counted as a catalog load.
+    pub async fn start_counted(&mut self, store: &CatalogStore) -> Result<(), LocalError> {
+        let r = self.start(store).await;
+        store.count_reload(match r {
+            Ok(()) => ReloadResult::Success,
+            Err(_) => ReloadResult::Failure,
+        });
+        r
+    }
+
+    /// Loads again and installs what loads, each upstream falling back to
+    /// its last good version; errors are logged.
+    pub async fn reload(&mut self, store: &CatalogStore) {
+        // A load that left any upstream behind what its files say failed.
+        let result = match self.reload_all(store).await {
+            true => ReloadResult::Success,
+            false => ReloadResult::Failure,
+        };
+        store.count_reload(result);
+    }
+
+    /// [`Sources::reload`]; false if anything did not load.
+    async fn reload_all(&mut self, store: &CatalogStore) -> bool {
+        let file = match self.read_config() {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::error!(error = %e, "config not reloaded; every upstream keeps serving its last good version");
+                return false;
+            }
+        };
+        let mut loaded = true;
+        if self.inbound.as_ref().is_some_and(|i| *i != file.inbound) {
+            tracing::warn!(config = %self.path.display(), "`inbound` changed: it takes effect when toolgate restarts");
+            self.inbound = Some(file.inbound.clone());
+        }
+        let mut candidates = BTreeMap::new();
+        for result in self.compile_each(&file).await {
+            match result {
+                Ok((prefix, version)) => {
+                    candidates.insert(prefix, version);
+                }
+                Err(LocalError::Upstream { prefix, message }) => {
+                    let tail = match self.served.get(&prefix) {
+                        Some(v) => {
+                            candidates.insert(prefix.clone(), v.clone());
+                            "; its last good version keeps serving"
+                        }
+                        None => "; not served until it loads",
+                    };
+                    tracing::error!(upstream = %prefix, "upstream {prefix}: {message}{tail}");
+                    loaded = false;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "upstream not reloaded");
+                    loaded = false;
+                }
+            }
+        }
+        match self.install(candidates, store, false) {
+            Ok(all) => loaded && all,
+            Err(e) => {
+                tracing::error!(error = %e, "catalog not reloaded");
+                false
+            }
+        }
+    }
+
+    /// Reads and checks the config file, and notes it among the files
+    /// read.
+    fn read_config(&mut self) -> Result<GatewayFile, LocalError> {
+        self.read.clear();
+        self.read_all = false;
+        self.read
+            .insert(self.path.clone(), std::fs::read(&self.path).ok());
+        let file = crate::config::load_file(&self.path)?;
+        if !file.has_sources() {
+            return Err(LocalError::NoSources {
+                path: self.path.display().to_string(),
+            });
+        }
+        self.read_all = true;
+        self.refresh_at = None;
+        Ok(file)
+    }
+
+    /// Reads and compiles each upstream of `file` that has a source, a few
+    /// at a time; unchanged ones are taken from what is served.
+    async fn compile_each(
+        &mut self,
+        file: &GatewayFile,
+    ) -> Vec<Result<(String, Version), LocalError>> {
+        let entries: Vec<(&String, &UpstreamEntry)> = file
+            .upstreams
+            .iter()
+            .flatten()
+            .filter(|(_, e)| e.openapi.is_some())
+            .collect();
+        let mut inputs = Vec::with_capacity(entries.len());
+        for (_, entry) in &entries {
+            inputs.push(self.inputs(entry).await);
+        }
+        self.forget_unused(&entries);
+        let parallel = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let mut jobs = Vec::with_capacity(entries.len());
+        for ((prefix, entry), read) in entries.into_iter().zip(inputs) {
+            let previous = self.served.get(prefix).cloned();
+            jobs.push(version(
+                prefix.clone(),
+                entry.runtime(),
+                read,
+                previous,
+                self.strict,
+                self.lint,
+            ));
+        }
+        futures::stream::iter(jobs)
+            .buffered(parallel)
+            .collect()
+            .await
+    }
+
+    /// Reads one upstream's document and overlays; the error names the
+    /// field and the file or URL.
+    async fn inputs(&mut self, entry: &UpstreamEntry) -> Result<Inputs, String> {
+        let Some(openapi) = &entry.openapi else {
+            return Err("no openapi".into());
+        };
+        // Due even when this fetch fails: a URL that is down is retried.
+        if let Some(interval) = openapi.refresh() {
+            let at = Instant::now() + interval;
+            self.refresh_at = Some(self.refresh_at.map_or(at, |t| t.min(at)));
+        }
+        let (document, spec) = match (&openapi.file, &openapi.url) {
+            (Some(file), _) => {
+                let path = self.dir.join(file);
+                let bytes = self
+                    .read_file(&path)
+                    .map_err(|e| format!("openapi.file {e}"))?;
+                (path.display().to_string(), bytes)
+            }
+            (None, Some(url)) => {
+                let bytes = self
+                    .fetch(url)
+                    .await
+                    .map_err(|e| format!("openapi.url {url}: {e}"))?;
+                (url.clone(), bytes)
+            }
+            (None, None) => return Err("openapi: set exactly one of file and url".into()),
+        };
+        let mut overlays = Vec::with_capacity(entry.overlays.len());
+        for (i, o) in entry.overlays.iter().enumerate() {
+            let path = self.dir.join(o);
+            let bytes = self
+                .read_file(&path)
+                .map_err(|e| format!("overlays[{i}] {e}"))?;
+            overlays.push((path.display().to_string(), bytes));
+        }
+        Ok(Inputs {
+            document,
+            spec,
+            overlays,
+            options: entry.compile_options(),
+        })
+    }
+
+    /// Reads a file, noting it among the files to watch.
+    fn read_file(&mut self, path: &Path) -> Result<Vec<u8>, String> {
+        let result = std::fs::read(path);
+        self.read
+            .insert(path.to_path_buf(), result.as_ref().ok().cloned());
+        result.map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// GETs `url`, conditionally on what was fetched before.
+    async fn fetch(&mut self, url: &str) -> Result<Vec<u8>, String> {
+        let mut req = self.http.get(url).timeout(FETCH_TIMEOUT);
+        if let Some(f) = self.fetched.get(url) {
+            if let Some(etag) = &f.etag {
+                req = req.header(http::header::IF_NONE_MATCH, etag);
+            } else if let Some(lm) = &f.last_modified {
+                req = req.header(http::header::IF_MODIFIED_SINCE, lm);
+            }
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| format!("request failed: {}", with_causes(&e.without_url())))?;
+        if resp.status() == reqwest::StatusCode::NOT_MODIFIED {
+            if let Some(f) = self.fetched.get(url) {
+                return Ok(f.body.clone());
+            }
+        }
+        let header = |name: http::HeaderName| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let (etag, last_modified) = (
+            header(http::header::ETAG),
+            header(http::header::LAST_MODIFIED),
+        );
+        let body = fetch::body(resp, MAX_SPEC_BYTES)
+            .await
+            .map_err(|e| e.to_string())?
+            .to_vec();
+        self.fetched.insert(
+            url.to_string(),
+            Fetched {
+                etag,
+                last_modified,
+                body: body.clone(),
+            },
+        );
+        Ok(body)
+    }
+
+    /// Drops fetched documents no upstream reads any more.
+    fn forget_unused(&mut self, entries: &[(&String, &UpstreamEntry)]) {
+        let urls: BTreeSet<&str> = entries
+            .iter()
+            .filter_map(|(_, e)| e.openapi.as_ref()?.url.as_deref())
+            .collect();
+        self.fetched.retain(|u, _| urls.contains(u.as_str()));
+    }
+
+    /// Installs `candidates` with their settings unless that is what is
+    /// served. Unless `strict`, an upstream the gateway cannot serve falls
+    /// back to its last good version, or is left out, and the others
+    /// still load. True if every candidate is served as given.
+    fn install(
+        &mut self,
+        mut candidates: BTreeMap<String, Version>,
+        store: &CatalogStore,
+        strict: bool,
+    ) -> Result<bool, LocalError> {
+        let mut all = true;
+        // Each failed round replaces or removes one upstream, so this ends.
+        for _ in 0..=candidates.len() * 2 + 1 {
+            let hash = set_hash(&candidates);
+            if self.installed.as_deref() == Some(hash.as_str()) {
+                return Ok(all);
+            }
+            let catalog = Catalog::new(
+                candidates
+                    .values()
+                    .map(|v| UpstreamCatalog::clone(&v.catalog))
+                    .collect(),
+            );
+            let config = GatewayConfig {
+                upstreams: candidates
+                    .iter()
+                    .map(|(p, v)| (p.clone(), v.runtime.clone()))
+                    .collect(),
+            };
+            let provenance = Provenance {
+                catalog_hash: catalog.hash.clone(),
+                tools: catalog.tool_count(),
+                upstreams: candidates
+                    .iter()
+                    .map(|(p, v)| UpstreamProvenance {
+                        prefix: p.clone(),
+                        source: v.document.clone(),
+                        hash: v.catalog.hash.clone(),
+                        tools: v.catalog.tools.len(),
+                    })
+                    .collect(),
+                loaded_at: now_rfc3339(),
+            };
+            let e = match store.install_with_config(catalog, config, provenance) {
+                Ok(_) => {
+                    self.served = candidates;
+                    self.installed = Some(hash);
+                    return Ok(all);
+                }
+                Err(e) => e,
+            };
+            let path = self.path.display().to_string();
+            let failed = match candidates.get(&e.upstream) {
+                Some(failed) if !strict => failed,
+                _ => {
+                    return Err(LocalError::Serve {
+                        path,
+                        source: Box::new(e),
+                    })
+                }
+            };
+            let prefix = e.upstream.clone();
+            let previous = self
+                .served
+                .get(&prefix)
+                .filter(|p| p.input_hash != failed.input_hash || p.runtime != failed.runtime)
+                .cloned();
+            let tail = if previous.is_some() {
+                "; its last good version keeps serving"
+            } else {
+                "; not served until it loads"
+            };
+            tracing::error!(upstream = %prefix, "config {path}: upstream {prefix} ({}) cannot be served: {e}{tail}", failed.document);
+            all = false;
+            match previous {
+                Some(v) => {
+                    candidates.insert(prefix, v);
+                }
+                None => {
+                    candidates.remove(&prefix);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// When the next URL refresh is due, if any upstream reads a URL.
+    pub fn refresh_at(&self) -> Option<Instant> {
+        self.refresh_at
+    }
+}
+
+/// The version of an upstream its inputs make: the served one when they
+/// did not change, else freshly compiled.
+async fn version(
+    prefix: String,
+    runtime: UpstreamConfig,
+    read: Result<Inputs, String>,
+    previous: Option<Version>,
+    strict: bool,
+    lint: bool,
+) -> Result<(String, Version), LocalError> {
+    let inputs = match read {
+        Ok(i) => i,
+        Err(message) => return Err(LocalError::Upstream { prefix, message }),
+    };
+    let input_hash = inputs.hash(&prefix, strict);
+    let document = inputs.document.clone();
+    let (catalog, refused) = match previous {
+        Some(v) if v.input_hash == input_hash => (v.catalog, v.refused),
+        _ => match inputs.compile(prefix.clone(), strict, lint).await {
+            // As the operator: refused whole, not served without the tool.
+            Ok((c, refused)) => match c.transform_failure() {
+                Some(why) => {
+                    let message = format!("{document}: {why}");
+                    return Err(LocalError::Upstream { prefix, message });
+                }
+                None => {
+                    log_compiled(&c, &document);
+                    (Arc::new(c), refused)
+                }
+            },
+            Err(message) => return Err(LocalError::Upstream { prefix, message }),
+        },
+    };
+    let version = Version {
+        input_hash,
+        document,
+        catalog,
+        runtime,
+        refused,
+    };
+    Ok((prefix, version))
+}
+
+/// `e` and its causes: reqwest's own message ("error sending request")
+/// does not say why.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+fn log_compiled(c: &UpstreamCatalog, document: &str) {
+    for w in &c.warnings {
+        if w.code == catalog::WarningCode::OverlayTargetUnmatched {
+            let at = w.at.as_ref().map(catalog::Location::pointer);
+            tracing::warn!(upstream = %c.prefix, at = at.as_deref().unwrap_or_default(), "{}", w.message);
+        }
+    }
+    tracing::info!(
+        upstream = %c.prefix,
+        document,
+        tools = c.tools.len(),
+        rejected = c.rejected.len(),
+        warnings = c.warnings.len(),
+        "compiled"
+    );
+}
+
+/// Identifies a set of versions: what the catalog was compiled from and
+/// how each upstream is reached.
+fn set_hash(candidates: &BTreeMap<String, Version>) -> String {
+    let mut h = Sha256::new();
+    for (prefix, v) in candidates {
+        h.update(prefix.as_bytes());
+        h.update([0]);
+        h.update(v.input_hash.as_bytes());
+        h.update(serde_json::to_vec(&v.runtime).unwrap_or_default());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())
+}
+
+/// Reloads `sources` into `store` whenever the config file, or a document
+/// or overlay file it names, changes, and when a URL refresh is due,
+/// until `shutdown`. What [`Sources::start`] read is taken as loaded.
+pub async fn watch(
+    mut sources: Sources,
+    store: Arc<CatalogStore>,
+    opts: WatchOptions,
+    shutdown: CancellationToken,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut watches: BTreeMap<PathBuf, CancellationToken> = BTreeMap::new();
+    let follow = |sources: &mut Sources, watches: &mut BTreeMap<PathBuf, CancellationToken>| {
+        let read = std::mem::take(&mut sources.read);
+        // A config that does not parse names no files: keep following
+        // the ones it named before.
+        let keep_all = !sources.read_all;
+        watches.retain(|path, stop| {
+            let keep = keep_all || read.contains_key(path);
+            if !keep {
+                stop.cancel();
+            }
+            keep
+        });
+        for (path, bytes) in read {
+            if watches.contains_key(&path) {
+                continue;
+            }
+            let stop = shutdown.child_token();
+            let tx = tx.clone();
+            let watch = FileWatch::after(path.clone(), opts, bytes.as_deref());
+            tokio::spawn(watch.run(stop.clone(), move |_| {
+                let _ = tx.send(());
+                async {}
+            }));
+            watches.insert(path, stop);
+        }
+    };
+    follow(&mut sources, &mut watches);
+    loop {
+        let refresh = sources.refresh_at();
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            Some(()) = rx.recv() => {}
+            // Cleared, so a config that no longer parses does not spin
+            // here; a load that reads a URL sets the next one.
+            _ = sleep_until(refresh) => sources.refresh_at = None,
+        }
+        // One reload for a burst of changes.
+        while rx.try_recv().is_ok() {}
+        sources.reload(&store).await;
+        follow(&mut sources, &mut watches);
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}

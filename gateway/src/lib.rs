@@ -1,7 +1,7 @@
 //! toolgate's gateway: serves a [`catalog::Catalog`] over MCP (Streamable
 //! HTTP), validating every call and calling the upstream REST APIs.
 //!
-//! Rooms, in the order a request passes them (ADR 0021 has the picture);
+//! Rooms, in the order a request passes them (ADR 0027 has the picture);
 //! each depends only on the ones after it:
 //!
 //! 1. [`edge`]: the HTTP router, health, shutdown, and the intake of MCP

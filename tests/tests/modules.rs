@@ -2,7 +2,7 @@
 //! imports one that imports it back. In the operator data flows sources →
 //! compile → publish → status; in the gateway a request flows edge →
 //! protocol → call pipeline → upstream, over the serving catalog, and
-//! types several of them need live in leaves below them (ADR 0021).
+//! types several of them need live in leaves below them (ADR 0027).
 //! Re-exports (`pub use`) in `lib.rs` and `mod.rs` files are the crate's
 //! surface, not dependencies, and are not counted.
 

@@ -105,7 +105,7 @@ pub struct ListingConfig {
 
 impl ListingConfig {
     /// What search mode presents on `/mcp` and `/mcp/{prefix}`.
-    pub fn search_settings(&self) -> SearchSettings {
+    pub(crate) fn search_settings(&self) -> SearchSettings {
         SearchSettings {
             pinned: self.pinned.clone(),
             descriptions: self.descriptions.clone(),
@@ -114,7 +114,7 @@ impl ListingConfig {
 
     /// The mode of `/mcp` (`prefix: false`) or `/mcp/{prefix}` when the
     /// request does not name one.
-    pub fn default_mode(&self, prefix: bool) -> ListMode {
+    pub(crate) fn default_mode(&self, prefix: bool) -> ListMode {
         match (prefix, self.prefix_mode) {
             (true, Some(m)) => m,
             _ => self.mode,
@@ -220,7 +220,7 @@ impl UpstreamEntry {
     }
 
     /// The compile options, as the operator makes them of an McpUpstream.
-    pub fn compile_options(&self) -> catalog::CompileOptions {
+    pub(crate) fn compile_options(&self) -> catalog::CompileOptions {
         catalog::CompileOptions::declared(
             self.naming.as_ref(),
             self.tools.as_ref(),

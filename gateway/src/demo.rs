@@ -24,9 +24,9 @@ use catalog::{Catalog, CompileError, CompileOptions, Overlay, UpstreamSource};
 use serde_json::{json, Map, Value};
 
 /// The example OpenAPI document.
-pub const PETSTORE_SPEC: &str = include_str!("../../deploy/examples/openapi/petstore.yaml");
+pub(crate) const PETSTORE_SPEC: &str = include_str!("../../deploy/examples/openapi/petstore.yaml");
 /// The overlay the demo applies (hides deletePet, renames listPets).
-pub const PETSTORE_OVERLAY: &str =
+pub(crate) const PETSTORE_OVERLAY: &str =
     include_str!("../../deploy/examples/openapi/petstore-overlay.yaml");
 /// Tool prefix of the demo upstream.
 pub const PREFIX: &str = "pets";
@@ -34,7 +34,7 @@ pub const PREFIX: &str = "pets";
 pub const API_BASE: &str = "/api";
 
 /// Pets present when the store starts: (id, name, kind, tag).
-pub const SEED: &[(i64, &str, &str, Option<&str>)] = &[
+pub(crate) const SEED: &[(i64, &str, &str, Option<&str>)] = &[
     (1, "Rex", "dog", Some("good boy")),
     (2, "Tom", "cat", None),
     (3, "Tweety", "bird", Some("yellow")),
@@ -262,7 +262,7 @@ async fn pet_photo(State(state): State<Shared>, Path(id): Path<String>) -> Respo
 
 /// A solid-colour RGB PNG: zlib with stored (uncompressed) deflate blocks,
 /// so no compression library is needed.
-pub fn png_solid(width: u32, height: u32, rgb: [u8; 3]) -> Vec<u8> {
+pub(crate) fn png_solid(width: u32, height: u32, rgb: [u8; 3]) -> Vec<u8> {
     // Each scanline: filter byte 0 (none), then the pixels.
     let mut row = vec![0u8];
     for _ in 0..width {

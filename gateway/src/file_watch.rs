@@ -39,7 +39,7 @@ impl Default for WatchOptions {
 
 /// What changed since the last report (or since the watch started).
 #[derive(Debug)]
-pub enum FileChange {
+pub(crate) enum FileChange {
     /// New content, stable for the debounce period.
     Content(Vec<u8>),
     /// The file no longer exists.
@@ -59,7 +59,7 @@ enum Seen {
 
 /// One file, polled until shutdown.
 #[derive(Debug)]
-pub struct FileWatch {
+pub(crate) struct FileWatch {
     path: PathBuf,
     opts: WatchOptions,
     seen: Seen,
@@ -67,7 +67,7 @@ pub struct FileWatch {
 
 impl FileWatch {
     /// Watches `path`, taking what it holds now as already handled.
-    pub fn from_now(path: PathBuf, opts: WatchOptions) -> Self {
+    pub(crate) fn from_now(path: PathBuf, opts: WatchOptions) -> Self {
         let seen = seen(&path).0;
         FileWatch { path, opts, seen }
     }
@@ -75,18 +75,14 @@ impl FileWatch {
     /// Watches `path`, taking `handled` (the content the caller read; `None`:
     /// the file did not exist) as already handled, so a change between the
     /// caller's read and the start of the watch is reported.
-    pub fn after(path: PathBuf, opts: WatchOptions, handled: Option<&[u8]>) -> Self {
+    pub(crate) fn after(path: PathBuf, opts: WatchOptions, handled: Option<&[u8]>) -> Self {
         let seen = handled.map_or(Seen::Missing, |b| Seen::Content(sha(b)));
         FileWatch { path, opts, seen }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Polls until `shutdown`, calling `on_change` with each change in
     /// turn (the next poll waits for it).
-    pub async fn run<F, Fut>(mut self, shutdown: CancellationToken, mut on_change: F)
+    pub(crate) async fn run<F, Fut>(mut self, shutdown: CancellationToken, mut on_change: F)
     where
         F: FnMut(FileChange) -> Fut,
         Fut: std::future::Future<Output = ()>,

@@ -22,11 +22,13 @@
 //! the gateway). [`demo`] is the example pet store upstream and its
 //! catalog (`toolgate demo`).
 
+#![warn(unreachable_pub)]
+
 pub mod call;
 pub mod config;
 pub mod demo;
 pub mod edge;
-pub mod file_watch;
+pub(crate) mod file_watch;
 pub mod identity;
 pub mod mcp;
 pub mod net;

@@ -14,7 +14,7 @@ pub fn install_crypto_provider() {
 }
 
 /// A transport error in general terms: the reqwest message carries the URL.
-pub fn describe_transport_error(e: &reqwest::Error) -> String {
+pub(crate) fn describe_transport_error(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         "timed out".into()
     } else if e.is_connect() {

@@ -65,7 +65,7 @@ impl ErrorType {
     }
 
     /// The type of a protocol error the handler returned.
-    pub fn of_protocol_error(e: &rmcp::ErrorData) -> ErrorType {
+    pub(crate) fn of_protocol_error(e: &rmcp::ErrorData) -> ErrorType {
         if e.code == rmcp::model::ErrorCode::INVALID_PARAMS {
             ErrorType::InvalidParams
         } else {

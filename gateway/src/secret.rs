@@ -30,13 +30,13 @@ pub fn credentials_dir() -> &'static Path {
 /// never shown to MCP clients.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
-pub struct SecretError {
+pub(crate) struct SecretError {
     pub field: String,
     pub message: String,
 }
 
 /// Reading a [`SecretRef`]'s value: I/O, so it lives here, not with the type.
-pub trait Resolve {
+pub(crate) trait Resolve {
     /// Reads the secret. A file's trailing newline is dropped, as
     /// Kubernetes Secrets written by hand usually carry one.
     fn resolve(&self, field: &str) -> Result<String, SecretError>;

@@ -42,16 +42,16 @@ use crate::identity::inbound::{BearerToken, CallContext, Caller};
 use crate::secret::{Resolve, SecretError};
 
 /// Cap on a token endpoint's response body.
-pub const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_TOKEN_RESPONSE_BYTES: usize = 64 * 1024;
 /// Cap on one token request (and on waiting for one), within the call's
 /// own timeout.
-pub const TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const TOKEN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Callers whose exchanged tokens one upstream keeps at most.
-pub const MAX_EXCHANGED_TOKENS: usize = 10_000;
+pub(crate) const MAX_EXCHANGED_TOKENS: usize = 10_000;
 
 /// Ready-to-apply credentials of one upstream. Its `Debug` shows no
 /// credential.
-pub enum Auth {
+pub(crate) enum Auth {
     None,
     Header(HeaderName, HeaderValue),
     Query(String, String),
@@ -89,7 +89,7 @@ pub enum AuthError {
 impl Auth {
     /// Resolves the secrets named in `cfg`. `field` prefixes error fields,
     /// e.g. `upstreams.pets.auth`.
-    pub fn from_config(
+    pub(crate) fn from_config(
         cfg: &AuthConfig,
         field: &str,
         http: reqwest::Client,
@@ -180,7 +180,7 @@ impl Auth {
 
     /// The header this upstream's credential travels in, if it is one
     /// header of its own (an API key's).
-    pub fn header_name(&self) -> Option<&HeaderName> {
+    pub(crate) fn header_name(&self) -> Option<&HeaderName> {
         match self {
             Auth::Header(name, _) => Some(name),
             _ => None,
@@ -189,7 +189,7 @@ impl Auth {
 
     /// Adds the credentials to `req`, for the caller `ctx` describes,
     /// waiting for a token until `deadline` at most.
-    pub async fn apply(
+    pub(crate) async fn apply(
         &self,
         req: &mut reqwest::Request,
         ctx: &CallContext,
@@ -251,7 +251,7 @@ fn sensitive(s: &str) -> Option<HeaderValue> {
 }
 
 /// OAuth2 client credentials grant with a cached token.
-pub struct OAuth2 {
+pub(crate) struct OAuth2 {
     endpoint: TokenEndpoint,
     scopes: String,
     audience: Option<String>,
@@ -453,7 +453,7 @@ struct TokenErrorResponse {
 }
 
 /// RFC 8693 token exchange per caller, with cached results.
-pub struct TokenExchange {
+pub(crate) struct TokenExchange {
     endpoint: TokenEndpoint,
     audience: Option<String>,
     scopes: String,
@@ -587,8 +587,9 @@ impl TokenExchange {
         Token::new(&body.access_token, started, life, not_after).map_err(AuthError::Exchange)
     }
 
+    #[cfg(test)]
     /// Subjects with a cached token (or an exchange under way).
-    pub fn cached_subjects(&self) -> usize {
+    pub(crate) fn cached_subjects(&self) -> usize {
         self.slots
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

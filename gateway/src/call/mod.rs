@@ -11,14 +11,14 @@
 //! upstream runtimes, and nothing here knows snapshots.
 
 pub mod credentials;
-pub mod output_schema;
-pub mod payload;
+pub(crate) mod output_schema;
+pub(crate) mod payload;
 pub mod pipeline;
 pub mod rawjson;
 pub mod request;
-pub mod response;
-pub mod schema_text;
-pub mod tool;
-pub mod transform;
+pub(crate) mod response;
+pub(crate) mod schema_text;
+pub(crate) mod tool;
+pub(crate) mod transform;
 pub mod upstream;
-pub mod validate;
+pub(crate) mod validate;

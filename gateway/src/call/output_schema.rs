@@ -22,7 +22,7 @@ use serde_json::Value;
 
 /// `schema` as a tool lists it: without `format` keywords. Only schema
 /// positions are walked, so a property *named* `format` stays.
-pub fn listed(mut schema: Value) -> Value {
+pub(crate) fn listed(mut schema: Value) -> Value {
     strip_formats(&mut schema);
     schema
 }

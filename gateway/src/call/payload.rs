@@ -45,7 +45,7 @@ use crate::call::upstream::BudgetPermit;
 /// How long a payload whose message is not sent is kept. A message is
 /// normally sent within milliseconds of the result; this bounds how long a
 /// client that leaves before can pin its share of the budget.
-pub const PAYLOAD_TTL: Duration = Duration::from_secs(30);
+pub(crate) const PAYLOAD_TTL: Duration = Duration::from_secs(30);
 
 /// Bytes of a payload rendered per frame.
 const CHUNK: usize = 64 * 1024;
@@ -57,7 +57,7 @@ const GONE_TEXT: &str = "\"(this result is no longer held by the gateway; call t
 
 /// What a payload's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Form {
+pub(crate) enum Form {
     /// JSON text checked by [`crate::call::rawjson::Document::parse`], sent
     /// between `prefix` and `suffix` (raw JSON, e.g. `{"result":` and `}`).
     Json { prefix: String, suffix: String },
@@ -69,7 +69,7 @@ pub enum Form {
 
 /// How a marker asks for its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum As {
+pub(crate) enum As {
     /// As a JSON value (only [`Form::Json`]): `structuredContent`.
     Value,
     /// As a JSON string: text, or base64 for [`Form::Binary`].
@@ -77,7 +77,7 @@ pub enum As {
 }
 
 /// One result body held for the response.
-pub struct Payload {
+pub(crate) struct Payload {
     bytes: Bytes,
     form: Form,
     /// Budget of the call that fetched it, released with the bytes.
@@ -85,12 +85,12 @@ pub struct Payload {
 }
 
 impl Payload {
-    pub fn json(bytes: Bytes, permit: Option<BudgetPermit>) -> Self {
+    pub(crate) fn json(bytes: Bytes, permit: Option<BudgetPermit>) -> Self {
         Self::wrapped_json(bytes, "", "", permit)
     }
 
     /// JSON text sent inside `prefix`…`suffix`, e.g. `{"result":` … `}`.
-    pub fn wrapped_json(
+    pub(crate) fn wrapped_json(
         bytes: Bytes,
         prefix: &str,
         suffix: &str,
@@ -107,7 +107,7 @@ impl Payload {
     }
 
     /// Text; invalid UTF-8 is replaced (U+FFFD), as `from_utf8_lossy`.
-    pub fn text(bytes: Bytes, permit: Option<BudgetPermit>) -> Self {
+    pub(crate) fn text(bytes: Bytes, permit: Option<BudgetPermit>) -> Self {
         let bytes = match String::from_utf8_lossy(&bytes) {
             std::borrow::Cow::Borrowed(_) => bytes,
             std::borrow::Cow::Owned(s) => Bytes::from(s.into_bytes()),
@@ -119,7 +119,7 @@ impl Payload {
         }
     }
 
-    pub fn binary(bytes: Bytes, permit: Option<BudgetPermit>) -> Self {
+    pub(crate) fn binary(bytes: Bytes, permit: Option<BudgetPermit>) -> Self {
         Payload {
             bytes,
             form: Form::Binary,
@@ -128,7 +128,7 @@ impl Payload {
     }
 
     /// Holds the payload for `uses` markers and returns its handle.
-    pub fn register(self, uses: u8) -> Handle {
+    pub(crate) fn register(self, uses: u8) -> Handle {
         let table = table();
         let id = table.next.fetch_add(1, Ordering::Relaxed);
         let large = self.bytes.len() >= LARGE;
@@ -155,18 +155,18 @@ impl Payload {
 
 /// A registered payload; its markers go where the bytes would.
 #[derive(Debug, Clone, Copy)]
-pub struct Handle {
+pub(crate) struct Handle {
     id: u64,
 }
 
 impl Handle {
     /// The marker for a JSON string (text, base64).
-    pub fn string(&self) -> String {
+    pub(crate) fn string(&self) -> String {
         format!("{}{}-s", &table().prefix[1..], self.id)
     }
 
     /// The marker for a JSON value (`structuredContent`).
-    pub fn value(&self) -> serde_json::Value {
+    pub(crate) fn value(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
         m.insert(
             format!("{}{}-v", &table().prefix[1..], self.id),
@@ -254,7 +254,7 @@ fn table() -> &'static Table {
 const MARKER_TAIL: usize = 26;
 
 /// A response body with every marker replaced by its payload.
-pub struct Spliced<B> {
+pub(crate) struct Spliced<B> {
     inner: B,
     finder: Finder<'static>,
     /// Read from `inner`, not yet passed on or replaced.
@@ -265,7 +265,7 @@ pub struct Spliced<B> {
 }
 
 impl<B> Spliced<B> {
-    pub fn new(inner: B) -> Self {
+    pub(crate) fn new(inner: B) -> Self {
         Spliced {
             inner,
             finder: Finder::new(table().prefix.as_bytes()).into_owned(),

@@ -31,7 +31,7 @@ pub async fn call(
 }
 
 /// [`call`], with what happened on the way.
-pub async fn call_reported(
+pub(crate) async fn call_reported(
     tool: &ToolEntry,
     arguments: Option<JsonObject>,
     ctx: &CallContext,

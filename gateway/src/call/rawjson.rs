@@ -29,34 +29,34 @@ use serde_json::Value;
 /// JSON text that serde_json accepts as a `Value`, without surrounding
 /// whitespace.
 #[derive(Clone, Copy)]
-pub struct Document<'a> {
+pub(crate) struct Document<'a> {
     text: &'a [u8],
 }
 
 impl<'a> Document<'a> {
     /// Checks `bytes` exactly as `serde_json::from_slice::<Value>` would
     /// (syntax, UTF-8, escapes, number range, depth) without building it.
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
+    pub(crate) fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice::<Check>(bytes)?;
         Ok(Document { text: trim(bytes) })
     }
 
     /// The JSON text.
-    pub fn text(&self) -> &'a [u8] {
+    pub(crate) fn text(&self) -> &'a [u8] {
         self.text
     }
 
-    pub fn root(&self) -> RawNode<'a> {
+    pub(crate) fn root(&self) -> RawNode<'a> {
         RawNode::Text(self.text)
     }
 
     /// `{"result": <the document>}`, as the output wrap presents it.
-    pub fn wrapped(&self) -> RawNode<'a> {
+    pub(crate) fn wrapped(&self) -> RawNode<'a> {
         RawNode::Wrapped(self.text)
     }
 
     /// The value at `pointer` (RFC 6901), if any.
-    pub fn pointer(&self, node: RawNode<'a>, pointer: &str) -> Option<RawNode<'a>> {
+    pub(crate) fn pointer(&self, node: RawNode<'a>, pointer: &str) -> Option<RawNode<'a>> {
         let mut node = node;
         for seg in pointer.split('/').skip(1) {
             let seg = seg.replace("~1", "/").replace("~0", "~");
@@ -75,7 +75,7 @@ impl<'a> Document<'a> {
     /// from its shape (an upper bound for the shapes measured: arrays of
     /// numbers, strings and small objects), so a caller can refuse or
     /// budget a tree before building one.
-    pub fn tree_bytes(&self) -> usize {
+    pub(crate) fn tree_bytes(&self) -> usize {
         tree_bytes(self.text)
     }
 }

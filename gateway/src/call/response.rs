@@ -67,7 +67,7 @@ const ERROR_EXCERPT_CHARS: usize = 2_000;
 const TREES_PER_JQ_INPUT: u64 = 2;
 
 /// A text-only error result.
-pub fn error_text(message: impl Into<String>) -> CallToolResult {
+pub(crate) fn error_text(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
@@ -121,7 +121,7 @@ fn is_text(m: &str) -> bool {
 /// The success path. Every body leaves by reference ([`Payload`]), with
 /// its share of the response budget.
 /// Notes in `report` what made a result isError, and schema violations.
-pub async fn success(
+pub(crate) async fn success(
     tool: &ToolEntry,
     resp: UpstreamResponse,
     report: &mut CallReport,
@@ -371,7 +371,7 @@ fn structured_or_text(
 }
 
 /// The error path.
-pub async fn error(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
+pub(crate) async fn error(tool: &ToolEntry, resp: UpstreamResponse) -> CallToolResult {
     let UpstreamResponse {
         status,
         media_type,
@@ -489,7 +489,7 @@ fn default_error(status: u16, media: &str, body: &Bytes) -> ErrorText {
 }
 
 /// Neither success nor error status.
-pub fn unexpected(resp: &UpstreamResponse) -> CallToolResult {
+pub(crate) fn unexpected(resp: &UpstreamResponse) -> CallToolResult {
     let ex = excerpt(&resp.body, EXCERPT_CHARS);
     if ex.is_empty() {
         error_text(format!("unexpected HTTP {}", resp.status))

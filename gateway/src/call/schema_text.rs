@@ -22,7 +22,7 @@ use flate2::Compression;
 
 /// One schema's compact JSON text, deflated. Cloning shares it.
 #[derive(Clone)]
-pub struct SchemaText(Arc<Packed>);
+pub(crate) struct SchemaText(Arc<Packed>);
 
 struct Packed {
     /// Length of the inflated text, to size the buffer once.
@@ -52,7 +52,7 @@ impl SchemaText {
     }
 
     /// The JSON text.
-    pub fn bytes(&self) -> Vec<u8> {
+    pub(crate) fn bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.0.len);
         // Only this module deflates, from valid text: inflating it back
         // cannot fail short of memory corruption.
@@ -62,18 +62,18 @@ impl SchemaText {
 
     /// The schema as a JSON object (empty if it is not one; catalog
     /// schemas always are).
-    pub fn object(&self) -> serde_json::Map<String, serde_json::Value> {
+    pub(crate) fn object(&self) -> serde_json::Map<String, serde_json::Value> {
         serde_json::from_slice(&self.bytes()).unwrap_or_default()
     }
 
     /// The schema as a JSON value.
-    pub fn value(&self) -> Result<serde_json::Value, String> {
+    pub(crate) fn value(&self) -> Result<serde_json::Value, String> {
         serde_json::from_slice(&self.bytes()).map_err(|e| e.to_string())
     }
 
     /// A copy in fresh allocations, shared through `seen` so that a
     /// schema shared before is shared after.
-    pub fn copied(&self, seen: &mut HashMap<usize, SchemaText>) -> SchemaText {
+    pub(crate) fn copied(&self, seen: &mut HashMap<usize, SchemaText>) -> SchemaText {
         let key = Arc::as_ptr(&self.0) as usize;
         seen.entry(key)
             .or_insert_with(|| {
@@ -86,25 +86,26 @@ impl SchemaText {
     }
 
     /// Length of the JSON text.
-    pub fn text_len(&self) -> usize {
+    pub(crate) fn text_len(&self) -> usize {
         self.0.len
     }
 
+    #[cfg(test)]
     /// Bytes held (deflated), for sizing reports.
-    pub fn stored_len(&self) -> usize {
+    pub(crate) fn stored_len(&self) -> usize {
         self.0.deflated.len()
     }
 }
 
 /// Deduplicates schemas while a snapshot is built; dropped afterwards.
 #[derive(Default)]
-pub struct SchemaPool {
+pub(crate) struct SchemaPool {
     by_text: HashMap<String, SchemaText>,
 }
 
 impl SchemaPool {
     /// The shared packed form of `text`.
-    pub fn intern(&mut self, text: String) -> SchemaText {
+    pub(crate) fn intern(&mut self, text: String) -> SchemaText {
         if let Some(s) = self.by_text.get(&text) {
             return s.clone();
         }

@@ -10,9 +10,7 @@ use std::sync::{Arc, OnceLock};
 use catalog::access::ToolInfo;
 use catalog::toolset::ToolsetName;
 use catalog::transform::JqProgram;
-use catalog::OutputWrap;
 use jsonschema::Validator;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::call::rawjson::RawJson;
@@ -65,7 +63,7 @@ enum ResponseSource {
 }
 
 /// How a success response body is validated.
-pub enum ResponseCheck<'a> {
+pub(crate) enum ResponseCheck<'a> {
     Schema(&'a Validator<RawJson>),
     /// Validate `wrap(body)` with this (the output) validator.
     Output(&'a Validator<RawJson>),
@@ -87,12 +85,12 @@ impl ToolEntry {
     }
 
     /// Whether the toolset `name` serves this tool.
-    pub fn in_toolset(&self, name: &ToolsetName) -> bool {
+    pub(crate) fn in_toolset(&self, name: &ToolsetName) -> bool {
         self.toolsets.contains(name)
     }
 
     /// What access rules know of this tool.
-    pub fn access_info(&self) -> ToolInfo<'_> {
+    pub(crate) fn access_info(&self) -> ToolInfo<'_> {
         ToolInfo {
             base_name: self
                 .def
@@ -123,7 +121,7 @@ impl ToolEntry {
 
     /// The response check for `status`: exact, then `2XX`-style, then
     /// `default`.
-    pub fn response_check(&self, status: u16) -> Option<ResponseCheck<'_>> {
+    pub(crate) fn response_check(&self, status: u16) -> Option<ResponseCheck<'_>> {
         let exact = status.to_string();
         let range = format!("{}XX", status / 100);
         let i = self
@@ -165,19 +163,13 @@ impl ToolEntry {
 
     /// JSON bytes of [`Self::mcp`] as `tools/list` sends it, counted when
     /// the snapshot was built: what pages are measured with.
-    pub fn listed_bytes(&self) -> usize {
+    pub(crate) fn listed_bytes(&self) -> usize {
         self.listed_bytes
-    }
-
-    /// Length of the tool's listed schemas as JSON text: what its MCP
-    /// view costs to build and send.
-    pub fn schema_len(&self) -> usize {
-        self.input_json.text_len() + self.listed_output().map_or(0, SchemaText::text_len)
     }
 
     /// Whether the tool lists its outputSchema, promising `structuredContent`
     /// that matches it on every success result.
-    pub fn lists_output(&self) -> bool {
+    pub(crate) fn lists_output(&self) -> bool {
         self.lists_output
     }
 
@@ -187,7 +179,7 @@ impl ToolEntry {
 
     /// The MCP view for a listing: the cached one if the tool was used,
     /// else a fresh one that is not kept (listings must not grow memory).
-    pub fn mcp_for_listing(&self) -> rmcp::model::Tool {
+    pub(crate) fn mcp_for_listing(&self) -> rmcp::model::Tool {
         match self.mcp.get() {
             Some(t) => t.clone(),
             None => self.build_mcp(),
@@ -223,18 +215,6 @@ impl ToolEntry {
             ));
         }
         mcp
-    }
-
-    /// The structured form of `body`: itself, or `{"result": body}`.
-    pub fn wrap(&self, body: Value) -> Value {
-        match self.def.output_wrap {
-            Some(OutputWrap::Result) => {
-                let mut m = serde_json::Map::new();
-                m.insert("result".into(), body);
-                Value::Object(m)
-            }
-            _ => body,
-        }
     }
 }
 

@@ -30,14 +30,14 @@ use serde_json::Value;
 use crate::call::upstream::{BudgetPermit, ResponseBudget};
 
 /// Wall-clock budget of one run.
-pub const RUN_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const RUN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Largest accepted output, serialised.
-pub const MAX_OUTPUT_BYTES: usize = 10 * 1024 * 1024;
+pub(crate) const MAX_OUTPUT_BYTES: usize = 10 * 1024 * 1024;
 
 /// Why a run failed; shown to callers (it is about their data or the
 /// catalog's filter, not about the gateway's internals).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TransformError {
+pub(crate) enum TransformError {
     #[error("{which} transform failed: {message}")]
     Failed {
         which: &'static str,
@@ -95,7 +95,7 @@ impl JqMemory for Reservation {
 
 /// Runs `program` on `input`. `which` names the transform in errors
 /// (`request`, `response`, `error`).
-pub async fn run(
+pub(crate) async fn run(
     which: &'static str,
     program: &JqProgram,
     input: Value,
@@ -104,7 +104,7 @@ pub async fn run(
 }
 
 /// [`run`] against `budget`.
-pub async fn run_within(
+pub(crate) async fn run_within(
     budget: &'static ResponseBudget,
     which: &'static str,
     program: &JqProgram,

@@ -90,7 +90,7 @@ pub struct UpstreamResponse {
 
 /// Where a status goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusClass {
+pub(crate) enum StatusClass {
     Success,
     Error,
     Unexpected,
@@ -267,7 +267,7 @@ impl UpstreamRuntime {
     /// Takes one call from the caller's `rateLimit` bucket. Checked before
     /// anything else of a call (validation included), so every call made
     /// counts, as the ingress would count it.
-    pub fn admit(&self, ctx: &CallContext) -> Result<(), RateLimited> {
+    pub(crate) fn admit(&self, ctx: &CallContext) -> Result<(), RateLimited> {
         match &self.rate_limit {
             Some(l) => l.check(ctx),
             None => Ok(()),
@@ -275,16 +275,16 @@ impl UpstreamRuntime {
     }
 
     /// Counts a response returned although it does not match its schema.
-    pub fn count_response_violation(&self) {
+    pub(crate) fn count_response_violation(&self) {
         self.response_violations.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Responses returned although they did not match their schema.
-    pub fn response_violations(&self) -> u64 {
+    pub(crate) fn response_violations(&self) -> u64 {
         self.response_violations.load(Ordering::Relaxed)
     }
 
-    pub fn classify(&self, status: u16) -> StatusClass {
+    pub(crate) fn classify(&self, status: u16) -> StatusClass {
         if self.success_status.contains(&status) {
             StatusClass::Success
         } else if self.error_status.contains(&status) {
@@ -459,7 +459,7 @@ impl UpstreamRuntime {
 }
 
 /// The text of a body for messages: UTF-8 (lossy), at most `max` chars.
-pub fn excerpt(body: &[u8], max: usize) -> String {
+pub(crate) fn excerpt(body: &[u8], max: usize) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(max * 4)]);
     crate::call::validate::truncate(text.trim(), max)
 }
@@ -468,7 +468,7 @@ pub fn excerpt(body: &[u8], max: usize) -> String {
 
 /// Default [`ResponseBudget`] when the gateway runs without a cgroup memory
 /// limit: 256 MiB.
-pub const DEFAULT_RESPONSE_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
+pub(crate) const DEFAULT_RESPONSE_MEMORY_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The budget's unit: permits are KiB, so a `u32` count covers terabytes.
 const UNIT: u64 = 1024;
@@ -526,7 +526,7 @@ impl ResponseBudget {
     }
 
     /// Reserves `bytes` for `what`, waiting until `deadline` at most.
-    pub async fn acquire(
+    pub(crate) async fn acquire(
         &self,
         what: &'static str,
         bytes: u64,
@@ -605,7 +605,7 @@ impl BudgetPermit {
     }
 
     /// Hands back everything above `bytes`.
-    pub fn shrink_to(&mut self, bytes: u64) {
+    pub(crate) fn shrink_to(&mut self, bytes: u64) {
         let keep = bytes.div_ceil(UNIT) as usize;
         if let Some(p) = &mut self.permit {
             let excess = p.num_permits().saturating_sub(keep);

@@ -32,27 +32,27 @@ const MAX_ERRORS: usize = 20;
 /// Caps one message (excerpt excluded).
 const MAX_MESSAGE_CHARS: usize = 300;
 /// Longest excerpt of a failing value in a message.
-pub const EXCERPT_CHARS: usize = 80;
+pub(crate) const EXCERPT_CHARS: usize = 80;
 /// Instances up to this many values get all their errors listed (a few
 /// hundred bytes per failing keyword of each value); larger ones their
 /// first.
-pub const MAX_ALL_ERRORS_NODES: usize = 256;
+pub(crate) const MAX_ALL_ERRORS_NODES: usize = 256;
 
 /// Compiles a schema for `serde_json::Value` instances (arguments). The
 /// error text is the library's, naming the keyword.
-pub fn compile(schema: &Value) -> Result<Validator, String> {
+pub(crate) fn compile(schema: &Value) -> Result<Validator, String> {
     jsonschema::validator_for(schema).map_err(|e| e.to_string())
 }
 
 /// Compiles a schema for response text ([`RawJson`]).
-pub fn compile_raw(schema: &Value) -> Result<Validator<RawJson>, String> {
+pub(crate) fn compile_raw(schema: &Value) -> Result<Validator<RawJson>, String> {
     jsonschema::options_for::<RawJson>()
         .build(schema)
         .map_err(|e| e.to_string())
 }
 
 /// Validates arguments, returning one message per failing field.
-pub fn check(validator: &Validator, instance: &Value) -> Result<(), Vec<String>> {
+pub(crate) fn check(validator: &Validator, instance: &Value) -> Result<(), Vec<String>> {
     if validator.is_valid(instance) {
         return Ok(());
     }
@@ -75,7 +75,7 @@ pub fn check(validator: &Validator, instance: &Value) -> Result<(), Vec<String>>
 }
 
 /// Validates a response (or its output wrap, `node`) of document `doc`.
-pub fn check_raw(
+pub(crate) fn check_raw(
     validator: &Validator<RawJson>,
     doc: &Document<'_>,
     node: RawNode<'_>,

@@ -231,7 +231,11 @@ fn refused(limit: &SessionLimit, why: Refused, id: Option<RequestId>) -> Respons
 }
 
 /// Reads a request body, never holding more than `limit` bytes of it.
-pub async fn read_body(body: Body, headers: &HeaderMap, limit: usize) -> Result<Bytes, Response> {
+pub(crate) async fn read_body(
+    body: Body,
+    headers: &HeaderMap,
+    limit: usize,
+) -> Result<Bytes, Response> {
     let declared = headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -367,7 +371,7 @@ fn jsonrpc_error(
 
 /// Most request body bytes read and discarded after a response that did
 /// not read them (a refusal), so the connection can carry the next request.
-pub const DRAIN_MAX_BYTES: usize = 64 * 1024;
+pub(crate) const DRAIN_MAX_BYTES: usize = 64 * 1024;
 /// Longest wait for the rest of such a body.
 const DRAIN_TIME: Duration = Duration::from_secs(1);
 
@@ -381,7 +385,10 @@ const DRAIN_TIME: Duration = Duration::from_secs(1);
 /// before the response goes; a larger or slower one, or one the client
 /// holds back for `Expect: 100-continue`, is not read and the response
 /// says `Connection: close`. HTTP/2 resets the stream alone.
-pub async fn keep_alive_after_refusal(req: Request, next: axum::middleware::Next) -> Response {
+pub(crate) async fn keep_alive_after_refusal(
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
     if req.version() >= http::Version::HTTP_2 {
         return next.run(req).await;
     }
@@ -502,7 +509,7 @@ impl http_body::Body for Borrowed {
 /// Refuses a request whose `Host` is not allowed (403) or whose `Origin`,
 /// when origins are checked, is not (403). A missing or malformed `Host`
 /// is a 400.
-pub fn check_host_and_origin(
+pub(crate) fn check_host_and_origin(
     uri: &Uri,
     headers: &HeaderMap,
     cfg: &StreamableHttpServerConfig,

@@ -562,7 +562,7 @@ async fn resource_metadata(State(state): State<AppState>) -> Response {
 /// client fleet reconnecting after a rollout) overflows: the kernel then
 /// drops SYNs and clients wait a second or more to retry. 4096 is Linux's
 /// `SOMAXCONN` since 5.4; the kernel caps it at `net.core.somaxconn`.
-pub const LISTEN_BACKLOG: u32 = 4096;
+pub(crate) const LISTEN_BACKLOG: u32 = 4096;
 
 /// Binds `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as
 /// `TcpListener::bind` sets it, so a restart need not wait out TIME_WAIT).

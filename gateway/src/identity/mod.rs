@@ -6,4 +6,4 @@
 //! ([`crate::call::credentials`]).
 
 pub mod inbound;
-pub mod rate_limit;
+pub(crate) mod rate_limit;

@@ -40,14 +40,14 @@ use crate::identity::inbound::CallContext;
 
 /// Callers with a bucket of their own, per upstream: about 80 bytes each,
 /// so under 1 MiB per rate-limited upstream.
-pub const MAX_KEYS: usize = 10_000;
+pub(crate) const MAX_KEYS: usize = 10_000;
 
 /// How often idle keys are forgotten.
-pub const PRUNE_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const PRUNE_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Buckets the keys beyond [`MAX_KEYS`] are spread over: about 80 KiB
 /// more at most.
-pub const OVERFLOW_BUCKETS: u64 = 1024;
+pub(crate) const OVERFLOW_BUCKETS: u64 = 1024;
 
 /// Who a bucket belongs to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -60,7 +60,7 @@ enum Key {
 }
 
 /// The rate limit of one upstream.
-pub struct CallerLimiter {
+pub(crate) struct CallerLimiter {
     limit: RateLimit,
     burst: u32,
     limiter: RateLimiter<
@@ -90,7 +90,7 @@ impl std::fmt::Debug for CallerLimiter {
     "rate limit exceeded: this upstream allows each caller {rate} calls per second \
      (burst {burst}); retry in {retry_after_seconds} s"
 )]
-pub struct RateLimited {
+pub(crate) struct RateLimited {
     rate: String,
     burst: u32,
     /// Whole seconds, rounded up, at least 1.
@@ -99,7 +99,7 @@ pub struct RateLimited {
 
 impl CallerLimiter {
     /// A limiter for `limit`, which must pass [`RateLimit::check`].
-    pub fn new(limit: &RateLimit) -> Option<CallerLimiter> {
+    pub(crate) fn new(limit: &RateLimit) -> Option<CallerLimiter> {
         Self::with_capacity(limit, MAX_KEYS)
     }
 
@@ -128,7 +128,7 @@ impl CallerLimiter {
     }
 
     /// Takes one call from the caller's bucket, or says when it may retry.
-    pub fn check(&self, ctx: &CallContext) -> Result<(), RateLimited> {
+    pub(crate) fn check(&self, ctx: &CallContext) -> Result<(), RateLimited> {
         self.prune_now_and_then();
         let key = ctx.caller_key().map_or(Key::Unknown, Key::Caller);
         self.limiter.check_key(&key).map_err(|not_until| {
@@ -141,8 +141,9 @@ impl CallerLimiter {
         })
     }
 
+    #[cfg(test)]
     /// Keys with a bucket of their own (overflow buckets included).
-    pub fn keys(&self) -> usize {
+    pub(crate) fn keys(&self) -> usize {
         self.limiter.len()
     }
 

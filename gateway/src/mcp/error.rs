@@ -31,13 +31,13 @@
 use rmcp::ErrorData;
 
 /// The error for a tool name that is not served at this endpoint.
-pub fn unknown_tool(name: &str) -> ErrorData {
+pub(crate) fn unknown_tool(name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown tool: {name}"), None)
 }
 
 /// The error for a `tools/list` cursor this endpoint cannot resume:
 /// malformed, from another endpoint, or stale (the listing changed since
 /// it was issued; the message tells the client to list again).
-pub fn bad_cursor(why: crate::mcp::pages::CursorError) -> ErrorData {
+pub(crate) fn bad_cursor(why: crate::mcp::pages::CursorError) -> ErrorData {
     ErrorData::invalid_params(why.to_string(), None)
 }

@@ -58,7 +58,7 @@ use crate::outcome::ErrorType;
 use crate::serving::reload::{CatalogStore, ToolDiff};
 
 /// The protocol versions toolgate speaks.
-pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
+pub(crate) const PROTOCOL_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_06_18,
     ProtocolVersion::V_2025_11_25,
     ProtocolVersion::V_2026_07_28,
@@ -93,7 +93,7 @@ pub struct View {
 
 impl View {
     /// Every tool, listed whole: `/mcp`.
-    pub const ROOT: View = View {
+    pub(crate) const ROOT: View = View {
         scope: Scope::All,
         mode: ListMode::All,
     };
@@ -107,7 +107,7 @@ impl View {
     }
 
     /// This view listed in `mode`.
-    pub fn with_mode(self, mode: ListMode) -> View {
+    pub(crate) fn with_mode(self, mode: ListMode) -> View {
         View { mode, ..self }
     }
 
@@ -138,7 +138,7 @@ impl View {
 
     /// What a listing cursor is bound to, so that a cursor of one
     /// endpoint cannot page another.
-    pub fn endpoint_key(&self) -> EndpointKey {
+    pub(crate) fn endpoint_key(&self) -> EndpointKey {
         match &self.scope {
             Scope::Toolset(t) => EndpointKey::named(&format!("mcp/toolsets/{t}")),
             _ => EndpointKey::of_scope(self.prefix_scope()),
@@ -146,7 +146,7 @@ impl View {
     }
 
     /// Whether a session on this view sees a change in `diff`.
-    pub fn affected_by(&self, diff: &ToolDiff) -> bool {
+    pub(crate) fn affected_by(&self, diff: &ToolDiff) -> bool {
         match &self.scope {
             Scope::Toolset(t) => diff.toolsets.contains(&**t),
             _ => diff.affects(self.prefix_scope()),
@@ -157,7 +157,7 @@ impl View {
     /// keep their form), else a text no other view has. Prefixes hold no
     /// `?`, so the suffix cannot collide with another prefix; nor `/`, so
     /// a toolset's `toolsets/{namespace}/{name}` is no prefix's.
-    pub fn session_scope(&self) -> Option<Arc<str>> {
+    pub(crate) fn session_scope(&self) -> Option<Arc<str>> {
         let base = match &self.scope {
             Scope::All => None,
             Scope::Prefix(p) => Some(p.to_string()),
@@ -225,7 +225,7 @@ impl Shared {
 
     /// Sets the search mode of `/mcp` and `/mcp/{prefix}`; only the first
     /// call counts.
-    pub fn set_search(&self, search: SearchSettings) {
+    pub(crate) fn set_search(&self, search: SearchSettings) {
         if self.search.set(search).is_err() {
             tracing::error!("search settings set twice; the first ones stay");
         }
@@ -238,7 +238,7 @@ impl Shared {
 
     /// Logs each pinned tool of `/mcp` that the snapshot does not have:
     /// listings skip it, so a misspelt name would otherwise go unseen.
-    pub fn warn_missing_pinned(&self) {
+    pub(crate) fn warn_missing_pinned(&self) {
         let snapshot = self.store.load();
         if !snapshot.loaded {
             return;
@@ -251,12 +251,12 @@ impl Shared {
     }
 
     /// Tool calls currently running.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }
 
     /// Resolves when no tool call is running.
-    pub async fn drained(&self) {
+    pub(crate) async fn drained(&self) {
         loop {
             let notified = self.idle.notified();
             if self.in_flight() == 0 {
@@ -315,7 +315,7 @@ impl Shared {
     }
 
     /// Forwards reload diffs to sessions until the store is dropped.
-    pub fn spawn_notifier(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+    pub(crate) fn spawn_notifier(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let mut rx = self.store.subscribe();
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -377,7 +377,7 @@ impl McpHandler {
     /// The search-mode settings of this endpoint's view: the gateway's
     /// for `/mcp` and `/mcp/{prefix}`. `snapshot` is what a view whose
     /// settings come with the catalog would read them from.
-    pub fn search_settings<'a>(
+    pub(crate) fn search_settings<'a>(
         &'a self,
         snapshot: &'a crate::serving::snapshot::Snapshot,
     ) -> &'a SearchSettings {
@@ -856,7 +856,7 @@ impl McpHandler {
 }
 
 /// The rmcp service type for one endpoint.
-pub type McpService = StreamableHttpService<McpHandler, ReplicaSessions>;
+pub(crate) type McpService = StreamableHttpService<McpHandler, ReplicaSessions>;
 
 /// One MCP endpoint (`/mcp` or `/mcp/{prefix}`): rmcp's service, its
 /// session manager and the settings both were built with.
@@ -890,7 +890,7 @@ impl Default for SessionSettings {
 /// on `/mcp/{prefix}` (or the other way round) to widen its scope. Session
 /// ids are signed with `key` and name the view, so every replica sharing
 /// the key accepts them for the same endpoint ([`crate::mcp::session`]).
-pub fn mcp_service(
+pub(crate) fn mcp_service(
     shared: Arc<Shared>,
     view: View,
     config: Arc<StreamableHttpServerConfig>,
@@ -929,12 +929,16 @@ pub fn mcp_service(
 /// for views that exist when asked: the map grows with the catalog, not
 /// with what clients ask for).
 #[derive(Default)]
-pub struct ScopedServices {
+pub(crate) struct ScopedServices {
     map: Mutex<HashMap<View, McpEndpoint>>,
 }
 
 impl ScopedServices {
-    pub fn get_or_create(&self, view: &View, make: impl FnOnce() -> McpEndpoint) -> McpEndpoint {
+    pub(crate) fn get_or_create(
+        &self,
+        view: &View,
+        make: impl FnOnce() -> McpEndpoint,
+    ) -> McpEndpoint {
         let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ep) = m.get(view) {
             return ep.clone();

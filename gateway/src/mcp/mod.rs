@@ -4,8 +4,8 @@
 //! meta-tools ([`search`]), sessions any replica accepts ([`session`]) and
 //! how each failure reaches the client ([`error`], a table).
 
-pub mod error;
+pub(crate) mod error;
 pub mod handler;
 pub mod pages;
-pub mod search;
+pub(crate) mod search;
 pub mod session;

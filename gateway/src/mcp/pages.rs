@@ -32,7 +32,7 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use crate::call::tool::ToolEntry;
-pub use crate::serving::listing_version::ListingVersion;
+use crate::serving::listing_version::ListingVersion;
 
 /// Default tools/list page size: tools on one page.
 pub const DEFAULT_PAGE_SIZE: usize = 500;
@@ -100,11 +100,11 @@ pub fn page<'a>(
 /// Which endpoint a cursor belongs to: a hash of the endpoint's identity
 /// (`/mcp`, `/mcp/{prefix}`, …), so a cursor from one cannot page another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EndpointKey([u8; 8]);
+pub(crate) struct EndpointKey([u8; 8]);
 
 impl EndpointKey {
     /// The key of the endpoint serving `scope` (`None`: every tool).
-    pub fn of_scope(scope: Option<&str>) -> EndpointKey {
+    pub(crate) fn of_scope(scope: Option<&str>) -> EndpointKey {
         match scope {
             None => EndpointKey::named("mcp"),
             Some(prefix) => EndpointKey::named(&format!("mcp/{prefix}")),
@@ -113,7 +113,7 @@ impl EndpointKey {
 
     /// The key of an endpoint identified by `name` (its path is a good
     /// name).
-    pub fn named(name: &str) -> EndpointKey {
+    pub(crate) fn named(name: &str) -> EndpointKey {
         let d = Sha256::digest(name.as_bytes());
         let mut k = [0u8; 8];
         k.copy_from_slice(&d[..8]);
@@ -123,7 +123,7 @@ impl EndpointKey {
 
 /// Where the next page starts, and of what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageCursor {
+pub(crate) struct PageCursor {
     pub endpoint: EndpointKey,
     pub version: ListingVersion,
     /// Catalog position of the next page's first tool.
@@ -141,7 +141,7 @@ const CURSOR_CHARS: usize = (CURSOR_BYTES * 8).div_ceil(6);
 
 /// Why a cursor is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum CursorError {
+pub(crate) enum CursorError {
     /// Not a cursor this gateway issues.
     #[error("invalid pagination cursor")]
     Malformed,
@@ -157,7 +157,7 @@ pub enum CursorError {
 }
 
 impl PageCursor {
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut b = [0u8; CURSOR_BYTES];
         b[0] = CURSOR_FORMAT;
         b[1..9].copy_from_slice(&self.endpoint.0);
@@ -167,7 +167,7 @@ impl PageCursor {
     }
 
     /// Decodes a cursor a client sent; never panics, whatever the text.
-    pub fn decode(text: &str) -> Result<PageCursor, CursorError> {
+    pub(crate) fn decode(text: &str) -> Result<PageCursor, CursorError> {
         if text.len() != CURSOR_CHARS {
             return Err(CursorError::Malformed);
         }
@@ -193,7 +193,7 @@ impl PageCursor {
 
     /// The catalog position to resume at, if this cursor belongs to
     /// `endpoint` and its listing is still at `version`.
-    pub fn resume(
+    pub(crate) fn resume(
         &self,
         endpoint: EndpointKey,
         version: ListingVersion,

@@ -32,28 +32,28 @@ use crate::call::tool::ToolEntry;
 use crate::serving::snapshot::Snapshot;
 
 /// Search results that carry their input schema.
-pub const SCHEMA_HITS: usize = 3;
+pub(crate) const SCHEMA_HITS: usize = 3;
 
 /// Longest tool name the meta-tools accept.
 const MAX_NAME_BYTES: u64 = 256;
 
 /// One of the meta-tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Meta {
+pub(crate) enum Meta {
     SearchTools,
     DescribeTool,
     CallTool,
 }
 
 impl Meta {
-    pub const ALL: [Meta; 3] = [Meta::SearchTools, Meta::DescribeTool, Meta::CallTool];
+    pub(crate) const ALL: [Meta; 3] = [Meta::SearchTools, Meta::DescribeTool, Meta::CallTool];
 
     /// The meta-tool called `name`, if any.
-    pub fn of(name: &str) -> Option<Meta> {
+    pub(crate) fn of(name: &str) -> Option<Meta> {
         Meta::ALL.into_iter().find(|m| m.name() == name)
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Meta::SearchTools => "search_tools",
             Meta::DescribeTool => "describe_tool",
@@ -155,7 +155,7 @@ impl Meta {
     }
 
     /// The meta-tool as `tools/list` lists it.
-    pub fn tool(self, settings: &SearchSettings) -> Tool {
+    pub(crate) fn tool(self, settings: &SearchSettings) -> Tool {
         let description = self
             .configured(settings)
             .map_or_else(|| self.default_description(), str::to_string);
@@ -175,7 +175,7 @@ impl Meta {
     /// `arguments` checked against the meta-tool's schema, then read;
     /// `Err` is the message for the caller, in the form a tool's invalid
     /// arguments take (return it with [`error_text`]).
-    pub fn arguments<T: DeserializeOwned>(
+    pub(crate) fn arguments<T: DeserializeOwned>(
         self,
         arguments: Option<JsonObject>,
     ) -> Result<T, String> {
@@ -194,7 +194,7 @@ impl Meta {
 
 /// `search_tools` arguments.
 #[derive(Debug, serde::Deserialize)]
-pub struct SearchArgs {
+pub(crate) struct SearchArgs {
     pub query: String,
     pub limit: Option<u64>,
     pub prefix: Option<String>,
@@ -202,20 +202,20 @@ pub struct SearchArgs {
 
 /// `describe_tool` arguments.
 #[derive(Debug, serde::Deserialize)]
-pub struct DescribeArgs {
+pub(crate) struct DescribeArgs {
     pub name: String,
 }
 
 /// `call_tool` arguments.
 #[derive(Debug, serde::Deserialize)]
-pub struct CallArgs {
+pub(crate) struct CallArgs {
     pub name: String,
     pub arguments: Option<JsonObject>,
 }
 
 /// Runs `search_tools` over the tools of `snapshot` that `allowed`
 /// accepts (the endpoint's, that the caller may call).
-pub fn search<'s>(
+pub(crate) fn search<'s>(
     snapshot: &'s Snapshot,
     args: &SearchArgs,
     mut allowed: impl FnMut(&'s ToolEntry) -> bool,
@@ -270,7 +270,7 @@ fn summary(t: &ToolEntry, with_schema: bool) -> Value {
 }
 
 /// `describe_tool`'s result for a tool the caller may see.
-pub fn describe(t: &ToolEntry) -> CallToolResult {
+pub(crate) fn describe(t: &ToolEntry) -> CallToolResult {
     match serde_json::to_value(t.mcp_for_listing()) {
         Ok(v) => CallToolResult::structured(v),
         Err(e) => {

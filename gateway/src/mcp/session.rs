@@ -63,7 +63,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 mod key;
 
 use key::Owner;
-pub use key::{follow_key_file, KeyError, SessionKey, DEFAULT_KEY_GRACE};
+pub use key::{follow_key_file, SessionKey, DEFAULT_KEY_GRACE};
 
 /// Ids of sessions closed with DELETE that this replica remembers.
 const CLOSED_MEMORY: usize = 10_000;
@@ -488,7 +488,7 @@ impl SessionLimit {
     }
 
     /// What a client is told when the replica is full.
-    pub fn full_message(&self) -> String {
+    pub(crate) fn full_message(&self) -> String {
         format!(
             "too many open sessions on this gateway replica (limit {}, --max-sessions); \
              close unused sessions with DELETE or retry later",
@@ -497,7 +497,7 @@ impl SessionLimit {
     }
 
     /// What a client is told when it holds its quota, all busy.
-    pub fn quota_message(&self) -> String {
+    pub(crate) fn quota_message(&self) -> String {
         format!(
             "too many open sessions of this caller on this gateway replica (limit {} per \
              caller, --max-sessions-per-caller), each with a request running; close unused \
@@ -533,7 +533,7 @@ pub enum SessionsError {
 }
 
 /// Called whenever a session closes (DELETE, idle expiry, shutdown).
-pub type OnClose = Arc<dyn Fn() + Send + Sync>;
+pub(crate) type OnClose = Arc<dyn Fn() + Send + Sync>;
 
 /// rmcp's in-memory session manager, issuing signed ids, holding at most
 /// [`SessionLimit`] sessions (and as many per caller) and expiring idle
@@ -844,7 +844,7 @@ fn is_restore(m: &ClientJsonRpcMessage) -> bool {
 }
 
 /// rmcp's session store, backed by the ids themselves.
-pub struct SignedIdStore {
+pub(crate) struct SignedIdStore {
     key: SessionKey,
     scope: Option<Arc<str>>,
     /// DELETEd ids, so this replica does not bring them back. Other
@@ -853,7 +853,7 @@ pub struct SignedIdStore {
 }
 
 impl SignedIdStore {
-    pub fn new(key: SessionKey, scope: Option<Arc<str>>) -> Self {
+    pub(crate) fn new(key: SessionKey, scope: Option<Arc<str>>) -> Self {
         SignedIdStore {
             key,
             scope,

@@ -37,13 +37,13 @@ use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::outcome::CallReport;
-pub use crate::outcome::ErrorType;
+use crate::outcome::ErrorType;
 
 /// `serve --metrics-addr` default.
 pub const DEFAULT_METRICS_ADDR: &str = "0.0.0.0:9090";
 /// `--metrics-tool-label-limit` default: catalogs up to this many tools
 /// get per-tool series under `auto`.
-pub const DEFAULT_TOOL_LABEL_LIMIT: usize = 1000;
+pub(crate) const DEFAULT_TOOL_LABEL_LIMIT: usize = 1000;
 
 /// Upper bounds (seconds) of the duration histograms: MCP operations and
 /// upstream calls, from a cached millisecond to the 30 s default timeout.
@@ -93,7 +93,7 @@ impl Default for ToolLabelSettings {
 
 impl ToolLabelSettings {
     /// Whether tools of a catalog of `tools` tools get their own series.
-    pub fn per_tool(&self, tools: usize) -> bool {
+    pub(crate) fn per_tool(&self, tools: usize) -> bool {
         match self.mode {
             ToolLabels::On => true,
             ToolLabels::Off => false,
@@ -107,6 +107,8 @@ macro_rules! label_value {
     ($ty:ty, $($variant:ident => $text:literal),+ $(,)?) => {
         impl $ty {
             /// The label value.
+            // NB: as public as the type it is generated for.
+            #[allow(unreachable_pub)]
             pub fn as_str(&self) -> &'static str {
                 match self {
                     $(Self::$variant => $text),+
@@ -146,7 +148,7 @@ impl EncodeLabelValue for ErrorType {
 /// An HTTP request method (`http_request_method`); others are `_OTHER`,
 /// as the OpenTelemetry conventions say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HttpMethod {
+pub(crate) enum HttpMethod {
     Get,
     Head,
     Post,
@@ -191,7 +193,7 @@ impl From<&http::Method> for HttpMethod {
 
 /// What came back from an upstream (`status_class`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StatusClass {
+pub(crate) enum StatusClass {
     S2xx,
     S3xx,
     S4xx,
@@ -210,7 +212,7 @@ label_value!(StatusClass,
 
 impl StatusClass {
     /// The class of a response status; `None`: no response.
-    pub fn of(status: Option<u16>) -> StatusClass {
+    pub(crate) fn of(status: Option<u16>) -> StatusClass {
         match status {
             Some(200..=299) => StatusClass::S2xx,
             Some(300..=399) => StatusClass::S3xx,
@@ -223,7 +225,7 @@ impl StatusClass {
 
 /// Which side of a call failed its schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Direction {
+pub(crate) enum Direction {
     Request,
     Response,
 }
@@ -241,7 +243,7 @@ label_value!(ReloadResult, Success => "success", Failure => "failure");
 
 /// Why a request was refused before the MCP endpoint saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DenialReason {
+pub(crate) enum DenialReason {
     /// No credentials.
     Missing,
     /// Credentials refused.
@@ -510,7 +512,7 @@ impl Metrics {
     }
 
     /// One upstream call; `status` is `None` when no usable response came.
-    pub fn upstream_request(
+    pub(crate) fn upstream_request(
         &self,
         upstream: &str,
         method: &http::Method,
@@ -543,7 +545,7 @@ impl Metrics {
     }
 
     /// Arguments or a response that did not match their schema.
-    pub fn validation_failure(&self, direction: Direction, upstream: &str) {
+    pub(crate) fn validation_failure(&self, direction: Direction, upstream: &str) {
         self.validation_failures
             .get_or_create(&ValidationLabels {
                 direction,
@@ -554,7 +556,7 @@ impl Metrics {
 
     /// A session refused: the caller at its quota (`caller_quota`), else
     /// the replica full.
-    pub fn session_refused(&self, caller_quota: bool) {
+    pub(crate) fn session_refused(&self, caller_quota: bool) {
         let reason = if caller_quota {
             SessionReason::CallerQuota
         } else {
@@ -566,7 +568,7 @@ impl Metrics {
     }
 
     /// A session closed for another of its caller's (`caller_quota`).
-    pub fn session_evicted(&self) {
+    pub(crate) fn session_evicted(&self) {
         self.sessions_evicted
             .get_or_create(&SessionReasonLabels {
                 reason: SessionReason::CallerQuota,
@@ -584,7 +586,7 @@ impl Metrics {
     }
 
     /// A request refused by inbound authentication.
-    pub fn auth_denial(&self, reason: DenialReason) {
+    pub(crate) fn auth_denial(&self, reason: DenialReason) {
         self.auth_denials
             .get_or_create(&DenialLabels { reason })
             .inc();
@@ -597,7 +599,7 @@ impl Metrics {
 
     /// The served catalog changed: `tools` tools, hash `hash`. Only the
     /// new hash's `toolgate_catalog_info` series remains.
-    pub fn catalog_served(&self, tools: usize, hash: &str) {
+    pub(crate) fn catalog_served(&self, tools: usize, hash: &str) {
         let mut current = self.catalog_hash.lock().unwrap_or_else(|p| p.into_inner());
         self.catalog_tools
             .set(i64::try_from(tools).unwrap_or(i64::MAX));
@@ -642,7 +644,7 @@ pub enum Format {
 
 impl Format {
     /// OpenMetrics when the `Accept` header names it, else Prometheus text.
-    pub fn negotiate(headers: &HeaderMap) -> Format {
+    pub(crate) fn negotiate(headers: &HeaderMap) -> Format {
         let openmetrics = headers
             .get_all(header::ACCEPT)
             .iter()
@@ -656,7 +658,7 @@ impl Format {
         }
     }
 
-    pub fn content_type(self) -> &'static str {
+    pub(crate) fn content_type(self) -> &'static str {
         match self {
             Format::Prometheus => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",

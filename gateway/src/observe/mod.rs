@@ -4,4 +4,4 @@
 //! them (only on [`crate::outcome`]).
 
 pub mod metrics;
-pub mod trace;
+pub(crate) mod trace;

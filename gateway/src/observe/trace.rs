@@ -46,15 +46,15 @@ use tracing::Span;
 use rmcp::model::{ClientRequest, GetMeta, RequestId};
 use rmcp::ErrorData;
 
-pub use crate::outcome::ErrorType;
+pub(crate) use crate::outcome::ErrorType;
 
 /// Most bytes of client-chosen text a span or log line carries: enough
 /// for any real tool name, id or path, too little to amplify a request.
-pub const MAX_CLIENT_TEXT: usize = 128;
+pub(crate) const MAX_CLIENT_TEXT: usize = 128;
 
 /// `text` cut to [`MAX_CLIENT_TEXT`] bytes on a character boundary, with
 /// a marker saying how much was cut; unchanged when short enough.
-pub fn bounded(text: &str) -> Cow<'_, str> {
+pub(crate) fn bounded(text: &str) -> Cow<'_, str> {
     if text.len() <= MAX_CLIENT_TEXT {
         return Cow::Borrowed(text);
     }
@@ -71,14 +71,14 @@ pub fn bounded(text: &str) -> Cow<'_, str> {
 
 /// What spans say for the session id `id`: the first 16 hex digits of its
 /// SHA-256, enough to tell a session's requests apart, useless to resume it.
-pub fn session_ref(id: &str) -> String {
+pub(crate) fn session_ref(id: &str) -> String {
     let digest = Sha256::digest(id.as_bytes());
     hex::encode(&digest[..8])
 }
 
 /// Names the JSON-RPC span `span` after the tool `name`, once the caller
 /// is known to be served it (a catalog tool it may call, or a meta-tool).
-pub fn tool_resolved(span: &Span, name: &str) {
+pub(crate) fn tool_resolved(span: &Span, name: &str) {
     if span.is_disabled() {
         return;
     }
@@ -89,14 +89,18 @@ pub fn tool_resolved(span: &Span, name: &str) {
 
 /// Records `kind` as `error.type` of the step `step`. The JSON-RPC span
 /// gets the call's error type from its report ([`finish_rpc`]).
-pub fn step_failed(step: &Span, kind: ErrorType) {
+pub(crate) fn step_failed(step: &Span, kind: ErrorType) {
     step.record("error.type", kind.as_str());
 }
 
 /// Records how the JSON-RPC request of `span` ended: `error` when the
 /// handler knows why it failed, else a protocol error's code (the MCP
 /// conventions: a JSON-RPC error's code is its type).
-pub fn finish_rpc(span: &Span, error: Option<ErrorType>, protocol_error: Option<&ErrorData>) {
+pub(crate) fn finish_rpc(
+    span: &Span,
+    error: Option<ErrorType>,
+    protocol_error: Option<&ErrorData>,
+) {
     if span.is_disabled() {
         return;
     }
@@ -114,7 +118,7 @@ pub fn finish_rpc(span: &Span, error: Option<ErrorType>, protocol_error: Option<
 
 /// The server span of one request to an MCP endpoint; `route` is the
 /// matched route (`/mcp/{prefix}`).
-pub fn http_server(req: &http::Request<axum::body::Body>, route: &str) -> Span {
+pub(crate) fn http_server(req: &http::Request<axum::body::Body>, route: &str) -> Span {
     let method = req.method().as_str();
     let span = tracing::info_span!(
         "http.server",
@@ -136,7 +140,7 @@ pub fn http_server(req: &http::Request<axum::body::Body>, route: &str) -> Span {
 
 /// The JSON-RPC span of the request `request` (id `id`), made in reach of
 /// the handler through the HTTP request's extensions ([`RpcSpan`]).
-pub fn rpc_request(
+pub(crate) fn rpc_request(
     request: &ClientRequest,
     id: &RequestId,
     headers: &http::HeaderMap,
@@ -195,11 +199,11 @@ pub fn rpc_request(
 /// run their handlers on tasks of their own, out of the HTTP request's
 /// span.
 #[derive(Clone)]
-pub struct RpcSpan(pub Span);
+pub(crate) struct RpcSpan(pub Span);
 
 /// The JSON-RPC span of the request `context` belongs to, if intake made
 /// one.
-pub fn rpc_span_of(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Span {
+pub(crate) fn rpc_span_of(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Span {
     context
         .extensions
         .get::<http::request::Parts>()
@@ -208,13 +212,13 @@ pub fn rpc_span_of(context: &rmcp::service::RequestContext<rmcp::RoleServer>) ->
 }
 
 /// A child step of a call (`validate arguments`, `build request`, …).
-pub fn step(name: &'static str) -> Span {
+pub(crate) fn step(name: &'static str) -> Span {
     tracing::info_span!("toolgate.step", otel.name = name, error.type = Empty)
 }
 
 /// The client span of a call to an upstream: `template` is the
 /// operation's path template.
-pub fn http_client(method: &http::Method, template: &str, url: &reqwest::Url) -> Span {
+pub(crate) fn http_client(method: &http::Method, template: &str, url: &reqwest::Url) -> Span {
     let span = tracing::info_span!(
         "http.client",
         otel.name = method.as_str(),

@@ -30,11 +30,11 @@ use crate::serving::snapshot::Snapshot;
 
 /// Most a decision may cost on an async worker, in the units of
 /// [`catalog::access::MAX_WHEN_COST`] (~10 ns each): about a millisecond.
-pub const INLINE_COST: u64 = 100_000;
+pub(crate) const INLINE_COST: u64 = 100_000;
 
 /// Decisions evaluated on the blocking pool at once; others wait for a
 /// turn without holding a worker.
-pub const BLOCKING_DECISIONS: usize = 2;
+pub(crate) const BLOCKING_DECISIONS: usize = 2;
 
 static DECIDING: Semaphore = Semaphore::const_new(BLOCKING_DECISIONS);
 
@@ -62,7 +62,7 @@ fn digest(principal: Option<&Principal>) -> [u8; 32] {
 /// Decides for `principal` (`None`: anonymous, in open mode) on
 /// `snapshot`: ready to match every tool of `scope` (`None`: all) without
 /// evaluating anything costly. See the module docs.
-pub async fn resolve<'a>(
+pub(crate) async fn resolve<'a>(
     snapshot: &'a Arc<Snapshot>,
     principal: Option<&'a Principal>,
     default: DefaultAccess,
@@ -130,7 +130,7 @@ pub async fn resolve<'a>(
 /// One caller's view of a snapshot: each upstream's rules are decided for
 /// the caller once, on its first tool (or up front by [`resolve`]), then
 /// matched per tool.
-pub struct CallerAccess<'a> {
+pub(crate) struct CallerAccess<'a> {
     snapshot: &'a Snapshot,
     inputs: CallerInputs<'a>,
     default: DefaultAccess,
@@ -143,7 +143,7 @@ impl<'a> CallerAccess<'a> {
     /// ([`INLINE_COST`]), and grants nothing of an upstream whose decision
     /// is costly and not remembered: where no await is possible. Prefer
     /// [`resolve`].
-    pub fn new(
+    pub(crate) fn new(
         snapshot: &'a Snapshot,
         principal: Option<&'a Principal>,
         default: DefaultAccess,
@@ -190,7 +190,7 @@ impl<'a> CallerAccess<'a> {
 
     /// Whether the caller is granted anything of upstream `prefix` at
     /// all: for an upstream without tools, the only sign it is not hidden.
-    pub fn grants_any_of(&mut self, prefix: &str) -> bool {
+    pub(crate) fn grants_any_of(&mut self, prefix: &str) -> bool {
         if !self.snapshot.has_prefix(prefix) {
             return false;
         }
@@ -201,7 +201,7 @@ impl<'a> CallerAccess<'a> {
     }
 
     /// Whether the caller may see and call `tool`.
-    pub fn allows(&mut self, tool: &ToolEntry) -> bool {
+    pub(crate) fn allows(&mut self, tool: &ToolEntry) -> bool {
         match self.grants(&tool.prefix) {
             None => self.default == DefaultAccess::Allow,
             Some(g) => g.allows(&tool.access_info()),

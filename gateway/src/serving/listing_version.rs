@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 /// the same catalog and access policies, different when any tool or
 /// policy that listing shows changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct ListingVersion([u8; 16]);
+pub(crate) struct ListingVersion([u8; 16]);
 
 impl ListingVersion {
     /// The version a cursor carried.
@@ -32,7 +32,7 @@ impl ListingVersion {
     /// This version with `what` else the listing depends on mixed in (a
     /// toolset's definition: its filter decides what it lists without
     /// changing any tool).
-    pub fn mixed_with(self, what: &[u8]) -> ListingVersion {
+    pub(crate) fn mixed_with(self, what: &[u8]) -> ListingVersion {
         let mut h = Sha256::new();
         h.update(b"toolgate listing part\0");
         h.update(self.0);
@@ -43,7 +43,10 @@ impl ListingVersion {
     /// This version as one caller class sees it: upstreams without an
     /// access policy are listed or not by the gateway's default access,
     /// a setting of the process rather than of the catalog.
-    pub fn with_default_access(self, default: catalog::access::DefaultAccess) -> ListingVersion {
+    pub(crate) fn with_default_access(
+        self,
+        default: catalog::access::DefaultAccess,
+    ) -> ListingVersion {
         let mut h = Sha256::new();
         h.update(b"toolgate default access\0");
         h.update(self.0);
@@ -56,11 +59,11 @@ impl ListingVersion {
 }
 
 /// Builds a [`ListingVersion`] from the pieces of a listing, in order.
-pub struct VersionHasher(Sha256);
+pub(crate) struct VersionHasher(Sha256);
 
 impl VersionHasher {
     /// A hasher for one upstream's listing.
-    pub fn upstream(prefix: &str, access_policy: Option<&[u8]>) -> VersionHasher {
+    pub(crate) fn upstream(prefix: &str, access_policy: Option<&[u8]>) -> VersionHasher {
         let mut h = Sha256::new();
         h.update(b"toolgate upstream listing v1\0");
         field(&mut h, prefix.as_bytes());
@@ -75,7 +78,7 @@ impl VersionHasher {
     }
 
     /// A hasher for a listing made of upstreams' listings.
-    pub fn combined() -> VersionHasher {
+    pub(crate) fn combined() -> VersionHasher {
         let mut h = Sha256::new();
         h.update(b"toolgate combined listing v1\0");
         VersionHasher(h)
@@ -84,19 +87,19 @@ impl VersionHasher {
     /// Adds one listed tool: its catalog fingerprint covers its name,
     /// description and schemas; `listed_bytes` and `advertises_output`
     /// cover what the gateway itself adds or leaves out of the listing.
-    pub fn tool(&mut self, fingerprint: &str, listed_bytes: usize, advertises_output: bool) {
+    pub(crate) fn tool(&mut self, fingerprint: &str, listed_bytes: usize, advertises_output: bool) {
         field(&mut self.0, fingerprint.as_bytes());
         self.0.update((listed_bytes as u64).to_be_bytes());
         self.0.update([u8::from(advertises_output)]);
     }
 
     /// Adds one part of a combined listing.
-    pub fn part(&mut self, prefix: &str, version: ListingVersion) {
+    pub(crate) fn part(&mut self, prefix: &str, version: ListingVersion) {
         field(&mut self.0, prefix.as_bytes());
         self.0.update(version.0);
     }
 
-    pub fn finish(self) -> ListingVersion {
+    pub(crate) fn finish(self) -> ListingVersion {
         ListingVersion::from_digest(self.0)
     }
 }

@@ -40,11 +40,11 @@ use crate::serving::snapshot::{now_rfc3339, Provenance, SnapshotError, UpstreamP
 
 /// Largest OpenAPI document fetched from a URL (the operator's default
 /// `--max-spec-bytes`): the largest public descriptions, about 11 MB, fit.
-pub const MAX_SPEC_BYTES: usize = 16 << 20;
+pub(crate) const MAX_SPEC_BYTES: usize = 16 << 20;
 /// The whole GET of a document, body included.
-pub const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Redirects followed when fetching a document.
-pub const MAX_REDIRECTS: usize = 5;
+pub(crate) const MAX_REDIRECTS: usize = 5;
 
 /// Why the upstreams could not be loaded (at start-up, or by
 /// `toolgate compile --config`).
@@ -574,7 +574,7 @@ impl Sources {
     }
 
     /// When the next URL refresh is due, if any upstream reads a URL.
-    pub fn refresh_at(&self) -> Option<Instant> {
+    pub(crate) fn refresh_at(&self) -> Option<Instant> {
         self.refresh_at
     }
 }

@@ -7,10 +7,10 @@
 //! snapshot's tools one caller may see and call; [`listing_version`] is
 //! the content version `tools/list` cursors carry.
 
-pub mod access;
+pub(crate) mod access;
 #[cfg(feature = "kubernetes")]
 pub mod kubernetes;
-pub mod listing_version;
+pub(crate) mod listing_version;
 pub mod local;
 pub mod reload;
 pub mod snapshot;

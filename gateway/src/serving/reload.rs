@@ -198,7 +198,7 @@ impl CatalogStore {
     /// times in one load (falling back upstream by upstream) and so do not
     /// count on their own. [`CatalogStore::install`] and
     /// [`CatalogStore::install_file`] count themselves.
-    pub fn count_reload(&self, result: ReloadResult) {
+    pub(crate) fn count_reload(&self, result: ReloadResult) {
         self.metrics.reload(result);
     }
 

@@ -135,7 +135,7 @@ const MEMO_ENTRIES: usize = 1 << 16;
 /// Dropped with the snapshot, so a changed policy is never answered from
 /// here.
 #[derive(Default)]
-pub struct AccessMemo {
+pub(crate) struct AccessMemo {
     state: Mutex<MemoState>,
 }
 
@@ -146,12 +146,12 @@ struct MemoState {
 }
 
 impl AccessMemo {
-    pub fn get(&self, caller: &[u8; 32], prefix: &str) -> Option<Held> {
+    pub(crate) fn get(&self, caller: &[u8; 32], prefix: &str) -> Option<Held> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.callers.get(caller)?.get(prefix).copied()
     }
 
-    pub fn put(&self, caller: [u8; 32], decided: &[(String, Held)]) {
+    pub(crate) fn put(&self, caller: [u8; 32], decided: &[(String, Held)]) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.entries + decided.len() > MEMO_ENTRIES {
             *state = MemoState::default();
@@ -217,7 +217,7 @@ impl Provenance {
 }
 
 /// The current time in RFC 3339 (UTC, seconds).
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     jiff::Timestamp::now()
         .round(jiff::Unit::Second)
         .map(|t| t.to_string())
@@ -398,7 +398,7 @@ impl Snapshot {
     /// yet installed: records on each tool the toolsets that select it. A
     /// toolset naming a prefix this snapshot does not serve simply gets no
     /// tools of it.
-    pub fn select_toolsets(&mut self, catalog: &Catalog, toolsets: Vec<Toolset>) {
+    pub(crate) fn select_toolsets(&mut self, catalog: &Catalog, toolsets: Vec<Toolset>) {
         let mut served = BTreeMap::new();
         for def in toolsets {
             let mut tools = 0;
@@ -473,12 +473,12 @@ impl Snapshot {
     }
 
     /// The tool at `position` in catalog order (what search hits name).
-    pub fn tool_at(&self, position: usize) -> Option<&Arc<ToolEntry>> {
+    pub(crate) fn tool_at(&self, position: usize) -> Option<&Arc<ToolEntry>> {
         self.tools.get(position)
     }
 
     /// The search index over this snapshot's tools.
-    pub fn search_index(&self) -> &SearchIndex {
+    pub(crate) fn search_index(&self) -> &SearchIndex {
         &self.search
     }
 
@@ -498,7 +498,7 @@ impl Snapshot {
 
     /// Tools visible at `scope` from catalog position `start` on, with
     /// their positions: where a `tools/list` page resumes.
-    pub fn tools_from<'a>(
+    pub(crate) fn tools_from<'a>(
         &'a self,
         scope: Option<&str>,
         start: usize,
@@ -517,7 +517,7 @@ impl Snapshot {
 
     /// The version of what `scope` lists (`None`: every tool), for
     /// `tools/list` cursors.
-    pub fn listing_version(&self, scope: Option<&str>) -> ListingVersion {
+    pub(crate) fn listing_version(&self, scope: Option<&str>) -> ListingVersion {
         match scope {
             None => self.listing.all,
             Some(p) => self.listing.by_prefix.get(p).copied().unwrap_or_default(),
@@ -528,7 +528,7 @@ impl Snapshot {
         self.tools.len()
     }
 
-    pub fn has_prefix(&self, prefix: &str) -> bool {
+    pub(crate) fn has_prefix(&self, prefix: &str) -> bool {
         self.prefixes.contains_key(prefix)
     }
 
@@ -538,7 +538,7 @@ impl Snapshot {
 
     /// The compiled access policies of `scope`'s upstreams (`None`:
     /// all), by prefix; upstreams without a policy are not among them.
-    pub fn policies<'a>(
+    pub(crate) fn policies<'a>(
         &'a self,
         scope: Option<&str>,
     ) -> Box<dyn Iterator<Item = (&'a str, &'a CompiledAccess)> + 'a> {
@@ -555,12 +555,12 @@ impl Snapshot {
     }
 
     /// Costly access decisions made on this snapshot ([`crate::serving::access`]).
-    pub fn access_memo(&self) -> &AccessMemo {
+    pub(crate) fn access_memo(&self) -> &AccessMemo {
         &self.access_memo
     }
 
     /// Prefixes served by both snapshots whose access policy differs.
-    pub fn access_changed(&self, old: &Snapshot) -> Vec<String> {
+    pub(crate) fn access_changed(&self, old: &Snapshot) -> Vec<String> {
         self.prefixes()
             .filter(|p| old.has_prefix(p))
             .filter(|&p| {

@@ -31,13 +31,13 @@ use tokio_util::sync::CancellationToken;
 use crate::file_watch::{FileChange, FileWatch, WatchOptions};
 
 /// Shortest key accepted: shorter ones are guessable.
-pub const MIN_KEY_BYTES: usize = 16;
+pub(crate) const MIN_KEY_BYTES: usize = 16;
 /// Largest key file read.
 const MAX_FILE_BYTES: usize = 1024 * 1024;
 
 /// One key.
 #[derive(Debug)]
-pub struct ApiKey {
+pub(crate) struct ApiKey {
     pub name: String,
     pub scopes: BTreeSet<String>,
     digest: [u8; 32],
@@ -55,7 +55,7 @@ enum Entry {
 }
 
 /// The keys in force.
-pub struct ApiKeys {
+pub(crate) struct ApiKeys {
     path: PathBuf,
     keys: ArcSwap<Vec<ApiKey>>,
 }
@@ -71,7 +71,7 @@ impl std::fmt::Debug for ApiKeys {
 
 impl ApiKeys {
     /// Reads `path` (an error is fatal) and follows it until `cancel`.
-    pub fn load_and_follow(
+    pub(crate) fn load_and_follow(
         path: &Path,
         watch: WatchOptions,
         cancel: CancellationToken,
@@ -114,7 +114,7 @@ impl ApiKeys {
     }
 
     /// The key `presented` is, if any.
-    pub fn check(&self, presented: &str) -> Option<(String, BTreeSet<String>)> {
+    pub(crate) fn check(&self, presented: &str) -> Option<(String, BTreeSet<String>)> {
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         let keys = self.keys.load();
         let mut found = None;

@@ -29,24 +29,24 @@ use catalog::runtime::SecretRef;
 use serde::{Deserialize, Serialize};
 
 /// Default clock-skew leeway for `exp`/`nbf`/`iat`.
-pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
+pub(crate) const DEFAULT_LEEWAY_SECONDS: u64 = 60;
 /// Default longest time an introspection result is reused.
-pub const DEFAULT_INTROSPECTION_CACHE_SECONDS: u64 = 300;
+pub(crate) const DEFAULT_INTROSPECTION_CACHE_SECONDS: u64 = 300;
 /// Default shortest time between two JWKS fetches of one issuer caused by
 /// a token whose `kid` the cached keys lack.
-pub const DEFAULT_JWKS_MIN_REFETCH_SECONDS: u64 = 10;
+pub(crate) const DEFAULT_JWKS_MIN_REFETCH_SECONDS: u64 = 10;
 /// Default age at which an issuer's keys are fetched again in the
 /// background (they keep serving meanwhile): a key removed from the JWKS
 /// is refused at most this long plus one fetch after its removal.
-pub const DEFAULT_JWKS_REFRESH_SECONDS: u64 = 300;
+pub(crate) const DEFAULT_JWKS_REFRESH_SECONDS: u64 = 300;
 /// Default most introspection requests in flight at once.
-pub const DEFAULT_INTROSPECTION_MAX_CONCURRENT: u32 = 16;
+pub(crate) const DEFAULT_INTROSPECTION_MAX_CONCURRENT: u32 = 16;
 /// Default most introspection requests per second (also the burst).
-pub const DEFAULT_INTROSPECTION_MAX_PER_SECOND: u32 = 20;
+pub(crate) const DEFAULT_INTROSPECTION_MAX_PER_SECOND: u32 = 20;
 /// Default longest token sent to introspection.
-pub const DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES: usize = 4096;
+pub(crate) const DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES: usize = 4096;
 /// Default most cached active answers (inactive ones: as many again, apart).
-pub const DEFAULT_INTROSPECTION_CACHE_ENTRIES: usize = 10_000;
+pub(crate) const DEFAULT_INTROSPECTION_CACHE_ENTRIES: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]

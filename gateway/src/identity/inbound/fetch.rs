@@ -7,14 +7,14 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 
 /// Whole request, body included.
-pub const TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest discovery document or JWKS read.
-pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 /// Largest introspection answer read.
-pub const MAX_INTROSPECTION_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_INTROSPECTION_BYTES: usize = 64 * 1024;
 
 /// The client for discovery, JWKS and introspection.
-pub fn client() -> Result<reqwest::Client, String> {
+pub(crate) fn client() -> Result<reqwest::Client, String> {
     crate::net::install_crypto_provider();
     reqwest::Client::builder()
         .timeout(TIMEOUT)
@@ -30,7 +30,7 @@ pub fn client() -> Result<reqwest::Client, String> {
 
 /// Why a fetch failed: said in logs, never to clients.
 #[derive(Debug, thiserror::Error)]
-pub enum FetchError {
+pub(crate) enum FetchError {
     #[error("request failed: {0}")]
     Request(String),
     #[error("answered HTTP {0}")]
@@ -43,7 +43,7 @@ pub enum FetchError {
 
 /// Reads `resp`'s body, refusing a non-2xx status and anything past `cap`
 /// bytes (a larger `Content-Length` is refused unread).
-pub async fn body(mut resp: reqwest::Response, cap: usize) -> Result<Bytes, FetchError> {
+pub(crate) async fn body(mut resp: reqwest::Response, cap: usize) -> Result<Bytes, FetchError> {
     if !resp.status().is_success() {
         return Err(FetchError::Status(resp.status().as_u16()));
     }
@@ -65,7 +65,7 @@ pub async fn body(mut resp: reqwest::Response, cap: usize) -> Result<Bytes, Fetc
 }
 
 /// GETs `url` and parses its JSON answer.
-pub async fn get_json<T: serde::de::DeserializeOwned>(
+pub(crate) async fn get_json<T: serde::de::DeserializeOwned>(
     client: &reqwest::Client,
     url: &reqwest::Url,
 ) -> Result<T, FetchError> {

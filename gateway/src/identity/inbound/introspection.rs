@@ -54,14 +54,14 @@ use crate::secret::Resolve;
 use catalog::runtime::SecretRef;
 
 /// Longest reuse of a refused answer.
-pub const NEGATIVE_TTL: Duration = Duration::from_secs(30);
+pub(crate) const NEGATIVE_TTL: Duration = Duration::from_secs(30);
 /// `Retry-After` when every introspection slot is busy.
 const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 type TokenHash = [u8; 32];
 
 /// The outcome of one introspection.
-pub enum Verdict {
+pub(crate) enum Verdict {
     Active(Principal),
     /// Not admitted; why, for the debug log.
     Refused(&'static str),
@@ -109,7 +109,7 @@ impl From<Answer> for Verdict {
 /// One introspection in flight, shared by the requests for its token.
 type Flight = Arc<OnceCell<Outcome>>;
 
-pub struct Introspector {
+pub(crate) struct Introspector {
     url: reqwest::Url,
     client_id: String,
     secret: SecretRef,
@@ -130,7 +130,7 @@ impl Introspector {
     /// Checks that the secret can be read now (a start-up error).
     /// `resource` is the gateway's public URL, the audience answers must
     /// name when no `audiences` are configured.
-    pub fn new(
+    pub(crate) fn new(
         cfg: &IntrospectionConfig,
         resource: &str,
         client: reqwest::Client,
@@ -176,7 +176,7 @@ impl Introspector {
     }
 
     /// Whether `token` is active, and whose.
-    pub async fn check(&self, token: &str, names: &ClaimNames) -> Verdict {
+    pub(crate) async fn check(&self, token: &str, names: &ClaimNames) -> Verdict {
         if !self.possible(token) {
             return Verdict::Refused("not a possible token (length or characters)");
         }

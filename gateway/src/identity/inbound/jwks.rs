@@ -38,12 +38,12 @@ use tokio::sync::watch;
 use super::fetch::{self, FetchError};
 
 /// Keys kept from one JWKS; more are reported, and not used.
-pub const MAX_KEYS: usize = 64;
+pub(crate) const MAX_KEYS: usize = 64;
 /// Shortest wait before a failed background refresh is tried again.
 const MIN_RETRY: Duration = Duration::from_secs(1);
 
 /// One usable verification key.
-pub struct Key {
+pub(crate) struct Key {
     pub kid: Option<String>,
     /// The JWK's `alg`, when it pins one.
     pub alg: Option<Algorithm>,
@@ -61,7 +61,7 @@ enum Family {
 impl Key {
     /// Whether this key may verify a token signed with `alg` (the key
     /// type fits the algorithm, and the JWK's own `alg`, if any, is it).
-    pub fn fits(&self, alg: Algorithm) -> bool {
+    pub(crate) fn fits(&self, alg: Algorithm) -> bool {
         let family = match alg {
             Algorithm::RS256
             | Algorithm::RS384
@@ -134,7 +134,7 @@ struct Inner {
 }
 
 /// The keys of one issuer.
-pub struct KeySource {
+pub(crate) struct KeySource {
     inner: Arc<Inner>,
 }
 
@@ -142,7 +142,7 @@ impl KeySource {
     /// `refresh`: the age at which keys are fetched again in the
     /// background; `min_refetch`: the shortest interval between fetches
     /// caused by unknown `kid`s or after a failure.
-    pub fn new(
+    pub(crate) fn new(
         issuer: String,
         jwks_url: Option<reqwest::Url>,
         min_refetch: Duration,
@@ -164,7 +164,11 @@ impl KeySource {
     /// The keys to verify a token with header `kid` and `alg`: returns at
     /// once when the cached keys have it, else waits for the issuer's one
     /// fetch in flight (starting it when it is due).
-    pub async fn key(&self, kid: Option<&str>, alg: Algorithm) -> Result<Arc<Vec<Key>>, KeyError> {
+    pub(crate) async fn key(
+        &self,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Arc<Vec<Key>>, KeyError> {
         let inner = &self.inner;
         let mut waited = false;
         loop {
@@ -377,7 +381,7 @@ async fn refresher(source: Weak<Inner>) {
 
 /// The key for `kid` fitting `alg`; without a `kid`, the only key that
 /// fits (several: none, rather than trying each).
-pub fn find<'a>(keys: &'a [Key], kid: Option<&str>, alg: Algorithm) -> Option<&'a Key> {
+pub(crate) fn find<'a>(keys: &'a [Key], kid: Option<&str>, alg: Algorithm) -> Option<&'a Key> {
     match kid {
         Some(kid) => keys
             .iter()

@@ -39,7 +39,7 @@ use super::config::{ClaimNames, JwtIssuer};
 use super::jwks::{self, KeyError, KeySource};
 
 /// Signature algorithms accepted, by their `alg` names.
-pub const ALLOWED: &[(&str, Algorithm)] = &[
+pub(crate) const ALLOWED: &[(&str, Algorithm)] = &[
     ("RS256", Algorithm::RS256),
     ("RS384", Algorithm::RS384),
     ("RS512", Algorithm::RS512),
@@ -59,7 +59,7 @@ struct Issuer {
 }
 
 /// Verifies JWTs of the configured issuers.
-pub struct JwtVerifier {
+pub(crate) struct JwtVerifier {
     issuers: Vec<Issuer>,
     leeway: u64,
     verified: Verified,
@@ -105,7 +105,7 @@ fn unix_now() -> u64 {
 }
 
 /// The outcome of a token shaped like a JWT.
-pub enum Verdict {
+pub(crate) enum Verdict {
     Valid(Map<String, Value>),
     /// Its `iss` is no configured issuer (or it has none).
     NotOurs,
@@ -115,7 +115,7 @@ pub enum Verdict {
 /// Why a token was refused: for the debug log, never for the client
 /// beyond [`Refusal::expired`].
 #[derive(Debug, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     #[error("alg {0:?} is not allowed")]
     Algorithm(String),
     #[error("the header has crit")]
@@ -129,12 +129,12 @@ pub enum Refusal {
 }
 
 impl Refusal {
-    pub fn expired(&self) -> bool {
+    pub(crate) fn expired(&self) -> bool {
         matches!(self, Refusal::Expired)
     }
 
     /// The issuer's keys could not be had at all: not the token's fault.
-    pub fn unavailable(&self) -> bool {
+    pub(crate) fn unavailable(&self) -> bool {
         matches!(self, Refusal::Key(KeyError::Unavailable(_)))
     }
 }
@@ -156,7 +156,7 @@ struct RawIssuer {
 
 /// Whether `token` has the shape of a JWS compact serialization: three
 /// base64url parts, the first a JSON object with `alg`.
-pub fn looks_like_jwt(token: &str) -> bool {
+pub(crate) fn looks_like_jwt(token: &str) -> bool {
     header(token).is_some()
 }
 
@@ -181,7 +181,7 @@ fn unverified_issuer(token: &str) -> Option<String> {
 }
 
 impl JwtVerifier {
-    pub fn new(
+    pub(crate) fn new(
         issuers: &[JwtIssuer],
         leeway: u64,
         min_refetch: Duration,
@@ -218,12 +218,12 @@ impl JwtVerifier {
         })
     }
 
-    pub fn issuers(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn issuers(&self) -> impl Iterator<Item = &str> {
         self.issuers.iter().map(|i| i.issuer.as_str())
     }
 
     /// Verifies a token shaped like a JWT (see the module docs).
-    pub async fn verify(&self, token: &str) -> Verdict {
+    pub(crate) async fn verify(&self, token: &str) -> Verdict {
         let Some(h) = header(token) else {
             return Verdict::NotOurs;
         };
@@ -282,7 +282,7 @@ impl JwtVerifier {
 /// The principal a verified JWT's claims name; `None` without a subject.
 /// Its issuer is `iss`, which verification checked against the issuer
 /// configured for the token's key.
-pub fn principal(claims: Map<String, Value>, names: &ClaimNames) -> Option<Principal> {
+pub(crate) fn principal(claims: Map<String, Value>, names: &ClaimNames) -> Option<Principal> {
     let issuer = claims
         .get("iss")
         .and_then(Value::as_str)

@@ -14,19 +14,19 @@ use serde_json::{json, Value};
 
 /// The metadata of the configured resource.
 #[derive(Debug, Clone)]
-pub struct ProtectedResource {
+pub(crate) struct ProtectedResource {
     pub resource: String,
     /// Where the document is served, as clients reach it.
     pub metadata_url: String,
     document: Value,
 }
 
-pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+pub(crate) const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 
 impl ProtectedResource {
     /// `resource` as configured (and validated): clients compare it with
     /// the URL they use, so it is published as written.
-    pub fn new(
+    pub(crate) fn new(
         resource: &str,
         url: &reqwest::Url,
         authorization_servers: Vec<String>,
@@ -49,13 +49,13 @@ impl ProtectedResource {
         }
     }
 
-    pub fn document(&self) -> &Value {
+    pub(crate) fn document(&self) -> &Value {
         &self.document
     }
 
     /// The `WWW-Authenticate` challenge: with `error="invalid_token"` and
     /// `description` when a token was sent and refused.
-    pub fn challenge(&self, description: Option<&str>) -> HeaderValue {
+    pub(crate) fn challenge(&self, description: Option<&str>) -> HeaderValue {
         // The URL is a serialized `Url`: ASCII, and `"` percent-encoded.
         let mut v = format!("Bearer resource_metadata=\"{}\"", self.metadata_url);
         if let Some(d) = description {

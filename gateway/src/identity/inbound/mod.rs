@@ -10,13 +10,13 @@
 //! With no method configured every request is admitted without a caller
 //! (open mode, today's behaviour; logged as a warning at start-up).
 
-pub mod api_keys;
+pub(crate) mod api_keys;
 pub mod config;
 pub(crate) mod fetch;
-pub mod introspection;
+pub(crate) mod introspection;
 pub mod jwks;
-pub mod jwt;
-pub mod metadata;
+pub(crate) mod jwt;
+pub(crate) mod metadata;
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -68,7 +68,7 @@ impl BearerToken {
     }
 
     /// The token itself: only for sending it where it is meant to go.
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }
@@ -214,7 +214,7 @@ impl Inbound {
     /// extensions; `Err` is the 401 (or, when the IdP cannot be reached,
     /// 503) that ends the request.
     #[allow(clippy::result_large_err)]
-    pub async fn admit(&self, req: &mut Request) -> Result<(), Response> {
+    pub(crate) async fn admit(&self, req: &mut Request) -> Result<(), Response> {
         let Some(m) = &self.methods else {
             return Ok(());
         };
@@ -434,7 +434,7 @@ pub struct CallContext {
 impl CallContext {
     /// The key per-caller state counts under: the caller's identity
     /// (method, issuer, subject: [`Principal::identity`]), else the IP.
-    pub fn caller_key(&self) -> Option<String> {
+    pub(crate) fn caller_key(&self) -> Option<String> {
         match (&self.caller, self.client_ip) {
             (Some(c), _) => Some(format!("id:{}", c.principal.identity())),
             (None, Some(ip)) => Some(format!("ip:{ip}")),
@@ -444,13 +444,13 @@ impl CallContext {
 }
 
 /// Why [`Inbound::admit`] refused, read from the refusal it returned.
-pub fn denial_reason(refusal: &Response) -> Option<DenialReason> {
+pub(crate) fn denial_reason(refusal: &Response) -> Option<DenialReason> {
     refusal.extensions().get::<DenialReason>().copied()
 }
 
 /// The context of the HTTP request behind an MCP request (rmcp puts the
 /// request's `http::request::Parts` into the context's extensions).
-pub fn caller_of(ctx: &RequestContext<RoleServer>) -> CallContext {
+pub(crate) fn caller_of(ctx: &RequestContext<RoleServer>) -> CallContext {
     let Some(parts) = ctx.extensions.get::<http::request::Parts>() else {
         return CallContext::default();
     };

@@ -96,7 +96,7 @@ pub enum KeyError {
 
 impl SessionKey {
     /// Minimum key length in bytes.
-    pub const MIN_LEN: usize = 32;
+    pub(crate) const MIN_LEN: usize = 32;
 
     pub fn new(bytes: &[u8]) -> Result<Self, KeyError> {
         if bytes.len() < Self::MIN_LEN {
@@ -143,7 +143,8 @@ impl SessionKey {
     /// Signs new ids with `next`'s key from now on; ids signed with the key
     /// it replaces stay valid for `grace` (none with a zero grace). Returns
     /// whether the key changed (`next` may be the current key again).
-    pub fn rotate_to(&self, next: &SessionKey, grace: Duration) -> bool {
+    #[cfg(test)]
+    pub(crate) fn rotate_to(&self, next: &SessionKey, grace: Duration) -> bool {
         self.rotate_at(next, grace, Instant::now())
     }
 

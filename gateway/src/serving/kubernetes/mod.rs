@@ -17,5 +17,5 @@ mod loader;
 mod served;
 mod watch;
 
-pub use served::{report_served, REPORT_RENEW, REPORT_TTL_SECONDS};
+pub use served::{report_served, REPORT_TTL_SECONDS};
 pub use watch::{watch_published, KubeOptions};

@@ -15,7 +15,7 @@ use crate::serving::reload::CatalogStore;
 
 /// How often a replica renews its report while nothing changes, and how
 /// long the operator trusts a report that is not renewed.
-pub const REPORT_RENEW: Duration = Duration::from_secs(10);
+pub(crate) const REPORT_RENEW: Duration = Duration::from_secs(10);
 pub const REPORT_TTL_SECONDS: i32 = 30;
 
 /// Reports what this replica serves in an `McpGatewayReplica` of its own

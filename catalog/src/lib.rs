@@ -61,8 +61,8 @@ mod warning;
 
 pub use compile::naming;
 pub use compile::{
-    compile_upstream, compile_upstream_with_limits, lint_upstream, CompileLimits, Linted,
-    UpstreamSource,
+    compile_upstream, compile_upstream_with_limits, input_hash, lint_upstream, CompileLimits,
+    Linted, OverlayInput, UpstreamSource,
 };
 pub use error::{CompileError, NameConflicts, OverlayError, SpecError};
 pub use memory::release_freed_memory;

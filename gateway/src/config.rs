@@ -114,7 +114,7 @@ impl ListingConfig {
 
     /// The mode of `/mcp` (`prefix: false`) or `/mcp/{prefix}` when the
     /// request does not name one.
-    pub(crate) fn default_mode(&self, prefix: bool) -> ListMode {
+    pub fn default_mode(&self, prefix: bool) -> ListMode {
         match (prefix, self.prefix_mode) {
             (true, Some(m)) => m,
             _ => self.mode,

@@ -2,16 +2,8 @@
 //! to upstreams, outbound credentials (OAuth2, token exchange) and the
 //! inbound side's key and introspection fetches. A leaf.
 
-use std::sync::Once;
-
-/// Installs the `ring` rustls provider once per process. reqwest is built
-/// without a provider of its own so that only one (ring) is linked.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
+/// Installs the `ring` rustls provider once per process (see `host`).
+pub use host::install_crypto_provider;
 
 /// A transport error in general terms: the reqwest message carries the URL.
 pub(crate) fn describe_transport_error(e: &reqwest::Error) -> String {

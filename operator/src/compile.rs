@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crds::conditions::Reason;
 use crds::{McpUpstream, McpUpstreamStatus};
-use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use crate::error::Failure;
@@ -76,22 +75,10 @@ pub fn estimate_bytes(input_bytes: usize) -> u64 {
 /// peak with 300 upstreams on a 512Mi limit), else
 /// [`DEFAULT_COMPILE_MEMORY_BYTES`].
 pub fn default_compile_memory_bytes() -> (u64, &'static str) {
-    match cgroup_memory_limit() {
+    match host::cgroup_memory_limit() {
         Some(limit) => (limit / 5 * 3, "60% of the cgroup memory limit"),
         None => (DEFAULT_COMPILE_MEMORY_BYTES, "default"),
     }
-}
-
-fn cgroup_memory_limit() -> Option<u64> {
-    [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    .filter_map(|s| s.trim().parse::<u64>().ok())
-    // cgroup v1 says "no limit" with a huge number.
-    .find(|&n| n > 0 && n < (1 << 50))
 }
 
 const MIB: u64 = 1 << 20;
@@ -351,27 +338,28 @@ impl Drop for MemoryReservation<'_> {
     }
 }
 
-/// sha256 of everything the catalog depends on.
+/// The compile's key ([`catalog::input_hash`]).
 fn input_hash(
     u: &McpUpstream,
     spec: &SpecBytes,
     overlays: &[LoadedOverlay],
     options: &catalog::CompileOptions,
 ) -> String {
-    let mut h = Sha256::new();
-    h.update(u.spec.tool_prefix.as_bytes());
-    h.update([0]);
-    h.update(spec.document.as_bytes());
-    h.update([0]);
-    h.update(&spec.bytes);
-    for o in overlays {
-        h.update([0]);
-        h.update(o.name.as_bytes());
-        h.update([u8::from(o.strict)]);
-        h.update(&o.bytes);
-    }
-    h.update(serde_json::to_vec(options).unwrap_or_default());
-    format!("{:x}", h.finalize())
+    let overlays: Vec<_> = overlays
+        .iter()
+        .map(|o| catalog::OverlayInput {
+            name: &o.name,
+            bytes: &o.bytes,
+            strict: o.strict,
+        })
+        .collect();
+    catalog::input_hash(
+        &u.spec.tool_prefix,
+        &spec.document,
+        &spec.bytes,
+        &overlays,
+        options,
+    )
 }
 
 fn summarize(cat: &catalog::UpstreamCatalog) -> Summary {

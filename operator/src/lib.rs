@@ -59,9 +59,7 @@ pub use error::{Error, Failure};
 
 /// Installs rustls' ring provider once: the operator's kube client and its
 /// URL fetcher share one TLS stack.
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub use host::install_crypto_provider;
 
 /// Runs the operator until `shutdown` fires: the health server at once, the
 /// controllers while this replica holds the lease (or always, without

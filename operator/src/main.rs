@@ -118,15 +118,7 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 }
 
 fn identity(given: Option<String>) -> String {
-    given
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| format!("toolgate-operator-{}", std::process::id()))
+    host::replica_id(given, "toolgate-operator")
 }
 
 /// Logs and traces ([`telemetry`]); the guard exports the last spans

@@ -1,6 +1,6 @@
 //! What the gateway replicas serve, from the `McpGatewayReplica` each
 //! replica keeps in the publish namespace (see
-//! `gateway::kubernetes::report_served`).
+//! `gateway::serving::kubernetes::report_served`).
 //!
 //! `Published`/`Ready` on an McpUpstream turn true only once every live
 //! replica serves the upstream's published version, so `kubectl get mcpu`

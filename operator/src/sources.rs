@@ -25,31 +25,6 @@ use crate::sync::lock;
 pub const DEFAULT_MAX_SPEC_BYTES: usize = 16 << 20;
 /// Default for `--spec-fetch-timeout`: the whole GET, body included.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-/// Redirects followed within one origin (other origins are never followed).
-pub const MAX_REDIRECTS: usize = 5;
-
-/// The redirect policy of the operator's HTTP client: follow a few
-/// redirects within the origin of the first URL, never to another origin.
-/// NB: reqwest drops `Authorization` on a cross-origin hop but not the
-/// custom headers of `spec.openapi.headersFrom`, which are as secret; an
-/// upstream author who points the URL at a redirector must not be able to
-/// send them elsewhere. The 3xx is then reported in the condition.
-pub fn redirect_policy() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if !same_origin {
-            attempt.stop()
-        } else if attempt.previous().len() > MAX_REDIRECTS {
-            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
-        } else {
-            attempt.follow()
-        }
-    })
-}
-
 /// Reads upstreams' documents and overlays: the cluster, plus URLs with
 /// conditional GETs.
 pub struct Sources {
@@ -182,7 +157,7 @@ impl Sources {
             secret_access,
             http: reqwest::Client::builder()
                 .user_agent(concat!("toolgate-operator/", env!("CARGO_PKG_VERSION")))
-                .redirect(redirect_policy())
+                .redirect(host::documents::redirect_policy())
                 .build()
                 .unwrap_or_default(),
             cache: UrlCache::default(),
@@ -314,8 +289,9 @@ impl Sources {
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("?");
             return Err(not_found(format!(
-            "spec.openapi.url: GET {url} returned HTTP {status} to {to}; redirects to another origin are not followed (they would carry spec.openapi.headersFrom): set spec.openapi.url to the final URL"
-        )));
+                "spec.openapi.url: GET {url} returned {}",
+                host::documents::cross_origin_redirect(status.as_u16(), to)
+            )));
         }
         if !status.is_success() {
             return Err(not_found(format!(

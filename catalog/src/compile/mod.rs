@@ -50,6 +50,48 @@ pub struct UpstreamSource<'a> {
     pub options: &'a CompileOptions,
 }
 
+/// One overlay as read, before it is parsed: what [`input_hash`] covers.
+#[derive(Debug, Clone, Copy)]
+pub struct OverlayInput<'a> {
+    pub name: &'a str,
+    pub bytes: &'a [u8],
+    pub strict: bool,
+}
+
+/// The key of one upstream's compile: SHA-256 (hex) of everything its
+/// catalog depends on (prefix, document name, document bytes, each
+/// overlay's name, strictness and bytes, in order, and the options).
+/// Equal keys, equal catalogs: the operator's compile cache and the
+/// gateway's local mode both key by it. Every field is length-prefixed,
+/// so no two inputs spell the same bytes.
+pub fn input_hash(
+    prefix: &str,
+    document: &str,
+    spec: &[u8],
+    overlays: &[OverlayInput<'_>],
+    options: &CompileOptions,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut field = |bytes: &[u8]| {
+        h.update((bytes.len() as u64).to_be_bytes());
+        h.update(bytes);
+    };
+    field(prefix.as_bytes());
+    field(document.as_bytes());
+    field(spec);
+    field(&(overlays.len() as u64).to_be_bytes());
+    for o in overlays {
+        field(o.name.as_bytes());
+        field(&[u8::from(o.strict)]);
+        field(o.bytes);
+    }
+    // NB: options are plain data; serde_json writes them the same way on
+    // every run (fields in declaration order).
+    field(&serde_json::to_vec(options).unwrap_or_default());
+    hex::encode(h.finalize())
+}
+
 /// Name of the opt-in raw request tool (after the separator).
 pub const RAW_TOOL: &str = "api_request";
 
@@ -580,5 +622,47 @@ fn raw_request_tool(name: String, method: &str) -> Tool {
         responses: vec![],
         auth_required: true,
         toolsets: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_input_hash_changes_with_every_input_and_only_with_them() {
+        let options = CompileOptions::default();
+        let o = |name, bytes, strict| OverlayInput {
+            name,
+            bytes,
+            strict,
+        };
+        let key = |prefix, doc, spec: &[u8], overlays: &[OverlayInput<'_>]| {
+            input_hash(prefix, doc, spec, overlays, &options)
+        };
+        let base = key("p", "d", b"s", &[o("o", b"x", false)]);
+        assert_eq!(base, key("p", "d", b"s", &[o("o", b"x", false)]));
+        let variants = [
+            key("q", "d", b"s", &[o("o", b"x", false)]),
+            key("p", "e", b"s", &[o("o", b"x", false)]),
+            key("p", "d", b"t", &[o("o", b"x", false)]),
+            key("p", "d", b"s", &[o("n", b"x", false)]),
+            key("p", "d", b"s", &[o("o", b"y", false)]),
+            key("p", "d", b"s", &[o("o", b"x", true)]),
+            key("p", "d", b"s", &[]),
+            // Fields cannot run into each other.
+            key("pd", "", b"s", &[o("o", b"x", false)]),
+        ];
+        for v in &variants {
+            assert_ne!(&base, v);
+        }
+        let other = CompileOptions {
+            allow_external_refs: !options.allow_external_refs,
+            ..CompileOptions::default()
+        };
+        assert_ne!(
+            base,
+            input_hash("p", "d", b"s", &[o("o", b"x", false)], &other)
+        );
     }
 }

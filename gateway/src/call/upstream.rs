@@ -618,23 +618,10 @@ impl BudgetPermit {
 
 /// The default budget and where it came from (for the start-up log).
 pub fn default_response_memory_bytes() -> (u64, &'static str) {
-    match cgroup_memory_limit() {
+    match host::cgroup_memory_limit() {
         Some(limit) => (limit / 5 * 2, "40% of the cgroup memory limit"),
         None => (DEFAULT_RESPONSE_MEMORY_BYTES, "default"),
     }
-}
-
-/// The container's memory limit, if it has one.
-fn cgroup_memory_limit() -> Option<u64> {
-    [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    .filter_map(|s| s.trim().parse::<u64>().ok())
-    // cgroup v1 says "no limit" with a huge number.
-    .find(|&n| n > 0 && n < (1 << 50))
 }
 
 #[cfg(test)]

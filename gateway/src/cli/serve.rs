@@ -473,16 +473,7 @@ fn seconds(flag: &str, value: f64) -> anyhow::Result<Duration> {
 }
 
 fn replica_id(given: Option<String>) -> String {
-    given
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-        })
-        .unwrap_or_else(|| format!("gateway-{}", std::process::id()))
+    host::replica_id(given, "gateway")
 }
 
 fn compile_spec(

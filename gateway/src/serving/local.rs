@@ -43,8 +43,6 @@ use crate::serving::snapshot::{now_rfc3339, Provenance, SnapshotError, UpstreamP
 pub(crate) const MAX_SPEC_BYTES: usize = 16 << 20;
 /// The whole GET of a document, body included.
 pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
-/// Redirects followed when fetching a document.
-pub(crate) const MAX_REDIRECTS: usize = 5;
 
 /// Why the upstreams could not be loaded (at start-up, or by
 /// `toolgate compile --config`).
@@ -105,21 +103,18 @@ struct Inputs {
 }
 
 impl Inputs {
+    /// The compile's key ([`catalog::input_hash`]).
     fn hash(&self, prefix: &str, strict: bool) -> String {
-        let mut h = Sha256::new();
-        for part in [prefix.as_bytes(), self.document.as_bytes(), &self.spec] {
-            h.update(part);
-            h.update([0]);
-        }
-        for (name, bytes) in &self.overlays {
-            h.update(name.as_bytes());
-            h.update([0]);
-            h.update(bytes);
-            h.update([0]);
-        }
-        h.update([u8::from(strict)]);
-        h.update(serde_json::to_vec(&self.options).unwrap_or_default());
-        hex::encode(h.finalize())
+        let overlays: Vec<_> = self
+            .overlays
+            .iter()
+            .map(|(name, bytes)| catalog::OverlayInput {
+                name,
+                bytes,
+                strict,
+            })
+            .collect();
+        catalog::input_hash(prefix, &self.document, &self.spec, &overlays, &self.options)
     }
 
     /// Compiles, off the async workers (it is CPU-bound); for a `lint`,
@@ -202,7 +197,7 @@ impl Sources {
         let http = reqwest::Client::builder()
             .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
+            .redirect(host::documents::redirect_policy())
             .build()
             .unwrap_or_default();
         Sources {
@@ -452,6 +447,17 @@ impl Sources {
             if let Some(f) = self.fetched.get(url) {
                 return Ok(f.body.clone());
             }
+        }
+        if resp.status().is_redirection() && resp.status() != reqwest::StatusCode::NOT_MODIFIED {
+            let to = resp
+                .headers()
+                .get(http::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("?");
+            return Err(host::documents::cross_origin_redirect(
+                resp.status().as_u16(),
+                to,
+            ));
         }
         let header = |name: http::HeaderName| {
             resp.headers()

@@ -570,6 +570,39 @@ async fn a_bad_upstream_at_start_up_fails_naming_the_file_and_field() {
         "{err}"
     );
 
+    // A redirect to another origin is not followed (as in the operator):
+    // the 3xx, where it pointed, and what to do.
+    let target = l.docs.document_url();
+    let moved = {
+        let target = target.clone();
+        let app = axum::Router::new().route(
+            "/moved.json",
+            axum::routing::get(move || {
+                let target = target.clone();
+                async move { axum::response::Redirect::temporary(&target) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/moved.json", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        url
+    };
+    write(
+        &l.config,
+        &format!("upstreams:\n  gamma: {{openapi: {{url: '{moved}'}}, baseUrl: 'http://x'}}\n"),
+    );
+    let (st, _, err) = run_to_exit(&serve_args).await;
+    assert!(!st.success());
+    assert!(
+        err.contains("upstream gamma")
+            && err.contains("HTTP 307")
+            && err.contains(&target)
+            && err.contains("another origin"),
+        "{err}"
+    );
+
     // Prefixes that would share tool names: both named.
     write(
         &l.config,

@@ -625,7 +625,7 @@ fn filter_key(toolset: &Toolset) -> String {
     h.update(serde_json::to_vec(&toolset.tools).unwrap_or_default());
     h.update([0]);
     h.update(serde_json::to_vec(&toolset.pinned).unwrap_or_default());
-    format!("{:x}", h.finalize())
+    hex::encode(h.finalize())
 }
 
 async fn write_status(

@@ -22,7 +22,7 @@
 //! budget; formats are not checked; validation error wording for keywords is
 //! the `jsonschema` crate's, not the real server's.
 
-use cel_interpreter::{Context, Program, Value as CelValue};
+use cel::{Context, Program, Value as CelValue};
 use serde_json::{Map, Value};
 
 /// A compiled CRD version schema.
@@ -266,7 +266,7 @@ fn compile_rule(rule: &str) -> Result<Program, String> {
 }
 
 fn to_cel(v: &Value) -> Result<CelValue, String> {
-    cel_interpreter::to_value(v).map_err(|e| e.to_string())
+    cel::to_value(v).map_err(|e| e.to_string())
 }
 
 fn eval_rule(rule: &str, this: &Value, old: Option<&Value>) -> Result<bool, String> {

@@ -67,7 +67,7 @@ const MAX_ITEMS: usize = 64;
 
 /// Instances of `schema` (a self-contained JSON Schema 2020-12): one with all
 /// properties, one with required properties only, one per oneOf/anyOf branch.
-/// Values come from example → default → enum[0] → type fallback.
+/// Values come from example → default → `enum[0]` → type fallback.
 pub fn instances(schema: &Value) -> Vec<Value> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();

@@ -23,6 +23,9 @@
 //! catalog (`toolgate demo`).
 
 #![warn(unreachable_pub)]
+// NB: the crate's docs are for those who work on it (`cargo doc
+// --document-private-items`): they link freely to crate-private items.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod call;
 pub mod config;

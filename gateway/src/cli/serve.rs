@@ -390,7 +390,7 @@ pub async fn run_with(
         page_bytes: args.page_bytes,
         cancel: cancel.clone(),
         max_request_body_bytes: args.max_request_body_bytes,
-        sessions: gateway::mcp::handler::SessionSettings {
+        sessions: gateway::mcp::endpoint::SessionSettings {
             limit: gateway::mcp::session::SessionLimit::new(args.max_sessions).with_per_caller(
                 args.max_sessions_per_caller.unwrap_or_else(|| {
                     gateway::mcp::session::default_per_caller(args.max_sessions)

@@ -47,7 +47,8 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use crate::identity::inbound::Caller;
-use crate::mcp::handler::{with_request_caller, McpEndpoint};
+use crate::mcp::endpoint::McpEndpoint;
+use crate::mcp::handler::with_request_caller;
 use crate::mcp::session::{CallerKey, Intake, Refused, Reservation, SessionLimit};
 
 /// Default cap on an MCP request body: 4 MiB (rmcp's own default).

@@ -43,10 +43,10 @@ use catalog::listing::ListMode;
 use crate::config::ListingConfig;
 use crate::edge::intake::check_host_and_origin;
 use crate::identity::inbound::{Caller, Inbound};
-use crate::mcp::handler::{
-    mcp_service, McpEndpoint, ScopedServices, SessionSettings, Shared, View,
-};
+use crate::mcp::endpoint::{mcp_service, McpEndpoint, ScopedServices, SessionSettings};
 use crate::mcp::session::SessionKey;
+use crate::mcp::shared::Shared;
+use crate::mcp::view::View;
 use crate::serving::reload::CatalogStore;
 
 /// Everything the router needs.

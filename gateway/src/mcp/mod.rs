@@ -4,8 +4,11 @@
 //! meta-tools ([`search`]), sessions any replica accepts ([`session`]) and
 //! how each failure reaches the client ([`error`], a table).
 
+pub mod endpoint;
 pub(crate) mod error;
 pub mod handler;
 pub mod pages;
 pub(crate) mod search;
 pub mod session;
+pub mod shared;
+pub mod view;

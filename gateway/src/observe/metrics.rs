@@ -4,7 +4,7 @@
 //! every upstream and tool.
 //!
 //! One [`Metrics`] per gateway (held by its [`crate::CatalogStore`] and
-//! [`crate::mcp::handler::Shared`]), not a process global, so several gateways in
+//! [`crate::mcp::shared::Shared`]), not a process global, so several gateways in
 //! one process (tests) count apart.
 //!
 //! **Cardinality.** Every label value comes from a closed set: enums here,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gateway::mcp::handler::SessionSettings;
+use gateway::mcp::endpoint::SessionSettings;
 use gateway::mcp::session::{SessionKey, SessionLimit};
 use gateway::EdgeOptions;
 use serde_json::{json, Value};

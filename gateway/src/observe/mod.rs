@@ -3,5 +3,6 @@
 //! ([`trace`]). Every other room reports here; this one depends on none of
 //! them (only on [`crate::outcome`]).
 
+pub(crate) mod labels;
 pub mod metrics;
 pub(crate) mod trace;

@@ -396,13 +396,19 @@ impl CompiledAccess {
     /// units of [`MAX_WHEN_COST`]: what decides whether a decision may run
     /// on an async worker. `0` for a policy without `when`.
     pub fn cost_for(&self, caller: &CallerInputs<'_>) -> u64 {
-        if caller.oversized {
+        // NB: before measuring the caller, which serialises its claims:
+        // most policies have no `when`, and a call pays for nothing then.
+        if !self.has_conditions() {
+            return 0;
+        }
+        let units = caller.units();
+        if units > MAX_INPUT_UNITS {
             // No `when` is evaluated for it at all.
             return 0;
         }
         let tier = COST_TIERS
             .iter()
-            .position(|&t| caller.units <= t)
+            .position(|&t| units <= t)
             .unwrap_or(COST_TIERS.len() - 1);
         self.costs[tier]
     }
@@ -455,27 +461,30 @@ impl Grants<'_> {
     }
 }
 
-/// One caller as rules see it, measured once and converted to CEL values
-/// on the first `when` evaluated: what deciding it for many policies
-/// shares.
+/// One caller as rules see it, measured and converted to CEL values on
+/// the first `when` that needs it (never, for policies without one): what
+/// deciding it for many policies shares.
 pub struct CallerInputs<'p> {
     principal: Option<&'p Principal>,
-    /// The size of its largest input, in the units of [`MAX_INPUT_UNITS`].
-    units: u64,
-    /// Over [`MAX_INPUT_UNITS`]: no `when` is evaluated for it.
-    oversized: bool,
+    /// The size of its largest input, in the units of [`MAX_INPUT_UNITS`];
+    /// over that, no `when` is evaluated for it.
+    units: std::cell::OnceCell<u64>,
     vars: Option<Variables>,
 }
 
 impl<'p> CallerInputs<'p> {
     pub fn new(principal: Option<&'p Principal>) -> Self {
-        let units = principal.map_or(0, input_units);
         CallerInputs {
             principal,
-            units,
-            oversized: units > MAX_INPUT_UNITS,
+            units: std::cell::OnceCell::new(),
             vars: None,
         }
+    }
+
+    fn units(&self) -> u64 {
+        *self
+            .units
+            .get_or_init(|| self.principal.map_or(0, input_units))
     }
 
     /// The caller decided for.
@@ -484,7 +493,7 @@ impl<'p> CallerInputs<'p> {
     }
 
     fn variables(&mut self) -> &Variables {
-        let (principal, oversized) = (self.principal, self.oversized);
+        let (principal, oversized) = (self.principal, self.units() > MAX_INPUT_UNITS);
         self.vars
             .get_or_insert_with(|| Variables::of(principal, oversized))
     }

@@ -69,6 +69,13 @@ pub(crate) async fn resolve<'a>(
     scope: Option<&str>,
 ) -> CallerAccess<'a> {
     let mut access = CallerAccess::new(snapshot, principal, default);
+    // NB: the `tools/call` path: one upstream, most often without a
+    // `when` (or without a policy); nothing to price then.
+    if let Some(prefix) = scope {
+        if snapshot.policy(prefix).is_none_or(|p| !p.has_conditions()) {
+            return access;
+        }
+    }
     let total = snapshot
         .policies(scope)
         .map(|(_, p)| p.cost_for(&access.inputs))

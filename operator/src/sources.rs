@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crds::conditions::Reason;
 use crds::{McpOverlay, McpUpstream};
+use host::documents::{self, FetchError, Fetched, Validators};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use kube::api::Api;
 use kube::ResourceExt;
@@ -68,16 +69,16 @@ struct Cached {
     url: String,
     /// sha256 of the request headers sent (credentials included).
     headers: [u8; 32],
-    etag: String,
+    validators: Validators,
     body: Vec<u8>,
 }
 
 impl UrlCache {
-    fn get(&self, upstream: &str, url: &str, headers: &[u8; 32]) -> Option<(String, Vec<u8>)> {
+    fn get(&self, upstream: &str, url: &str, headers: &[u8; 32]) -> Option<(Validators, Vec<u8>)> {
         lock(&self.0)
             .get(upstream)
             .filter(|c| c.url == url && c.headers == *headers)
-            .map(|c| (c.etag.clone(), c.body.clone()))
+            .map(|c| (c.validators.clone(), c.body.clone()))
     }
 
     fn put(&self, upstream: &str, entry: Option<Cached>, metrics: &Metrics) {
@@ -236,7 +237,8 @@ impl Sources {
         ))
     }
 
-    /// GET with `If-None-Match`; a 304 reuses the cached body. Bounded in
+    /// GET with `If-None-Match` (or `If-Modified-Since`); a 304 reuses the
+    /// cached body. Bounded in
     /// time (`--spec-fetch-timeout`, the body included) and size
     /// (`--max-spec-bytes`, checked as it streams).
     #[tracing::instrument(name = "GET", skip_all, fields(otel.kind = "client", http.request.method = "GET", url.full = %redacted(url), http.response.status_code = Empty))]
@@ -260,78 +262,38 @@ impl Sources {
         }
         let headers_digest: [u8; 32] = digest.finalize().into();
         let cached = self.cache.get(upstream, url, &headers_digest);
-        if let Some((etag, _)) = &cached {
-            req = req.header("If-None-Match", etag.as_str());
-        }
-        let failed = |e: reqwest::Error| {
-            let what = if e.is_timeout() {
-                format!(
-                    "timed out after {} s (--spec-fetch-timeout)",
-                    timeout.as_secs_f32()
-                )
-            } else {
-                format!("failed: {e}")
-            };
-            not_found(format!("spec.openapi.url: GET {url} {what}"))
-        };
-        let resp = req.send().await.map_err(failed)?;
-        let status = resp.status();
-        Span::current().record("http.response.status_code", status.as_u16());
-        if status == reqwest::StatusCode::NOT_MODIFIED {
-            if let Some((_, body)) = cached {
-                return Ok(body);
-            }
-        }
-        if status.is_redirection() {
-            let to = resp
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("?");
-            return Err(not_found(format!(
-                "spec.openapi.url: GET {url} returned {}",
-                host::documents::cross_origin_redirect(status.as_u16(), to)
-            )));
-        }
-        if !status.is_success() {
-            return Err(not_found(format!(
-                "spec.openapi.url: GET {url} returned HTTP {status}"
-            )));
-        }
-        let too_large = || {
-            Failure::new(
-                Reason::SpecTooLarge,
-                format!("spec.openapi.url: {url} is larger than {max} bytes (--max-spec-bytes)"),
-            )
-        };
-        if resp.content_length().is_some_and(|n| n > max as u64) {
-            return Err(too_large());
-        }
-        let etag = resp
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        let mut body = Vec::new();
-        let mut resp = resp;
-        while let Some(chunk) = resp.chunk().await.map_err(|e| {
-            if e.is_timeout() {
-                failed(e)
-            } else {
-                not_found(format!(
-                    "spec.openapi.url: GET {url}: reading the body: {e}"
+        let fetched = documents::get(req, cached.as_ref().map(|(v, _)| v), max).await;
+        let (body, validators) = match fetched {
+            Ok(Fetched::Document { body, validators }) => (body, validators),
+            Ok(Fetched::NotModified) => match cached {
+                Some((validators, body)) => (body, validators),
+                // `get` takes a 304 only for a conditional GET.
+                None => {
+                    return Err(not_found(format!(
+                        "spec.openapi.url: GET {url} returned HTTP 304"
+                    )))
+                }
+            },
+            Err(FetchError::TooLarge { max }) => {
+                return Err(Failure::new(
+                    Reason::SpecTooLarge,
+                    format!(
+                        "spec.openapi.url: {url} is larger than {max} bytes (--max-spec-bytes)"
+                    ),
                 ))
             }
-        })? {
-            if body.len() + chunk.len() > max {
-                return Err(too_large());
+            Err(FetchError::Timeout) => {
+                return Err(not_found(format!(
+                    "spec.openapi.url: GET {url} timed out after {} s (--spec-fetch-timeout)",
+                    timeout.as_secs_f32()
+                )))
             }
-            body.extend_from_slice(&chunk);
-        }
-        let entry = etag.map(|etag| Cached {
+            Err(e) => return Err(not_found(format!("spec.openapi.url: GET {url} {e}"))),
+        };
+        let entry = (validators != Validators::default()).then(|| Cached {
             url: url.to_string(),
             headers: headers_digest,
-            etag,
+            validators,
             body: body.clone(),
         });
         self.cache.put(upstream, entry, &self.metrics);

@@ -27,13 +27,13 @@ use std::time::{Duration, Instant};
 
 use catalog::{Catalog, Overlay, UpstreamCatalog, UpstreamSource};
 use futures::StreamExt;
+use host::documents::{self, FetchError, Fetched, Validators};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ConfigError, GatewayConfig, GatewayFile, UpstreamConfig, UpstreamEntry};
 use crate::file_watch::{FileWatch, WatchOptions};
 use crate::identity::inbound::config::InboundConfig;
-use crate::identity::inbound::fetch;
 use crate::observe::metrics::ReloadResult;
 use crate::serving::reload::CatalogStore;
 use crate::serving::snapshot::{now_rfc3339, Provenance, SnapshotError, UpstreamProvenance};
@@ -152,9 +152,8 @@ impl Inputs {
 }
 
 /// A document fetched from a URL, kept for conditional GETs.
-struct Fetched {
-    etag: Option<String>,
-    last_modified: Option<String>,
+struct Kept {
+    validators: Validators,
     body: Vec<u8>,
 }
 
@@ -166,7 +165,7 @@ pub struct Sources {
     /// Overlay targets that match nothing are errors (`compile --strict`).
     strict: bool,
     http: reqwest::Client,
-    fetched: BTreeMap<String, Fetched>,
+    fetched: BTreeMap<String, Kept>,
     /// What is served, by prefix.
     served: BTreeMap<String, Version>,
     /// Hash of the served set, to skip installs that change nothing.
@@ -431,57 +430,29 @@ impl Sources {
 
     /// GETs `url`, conditionally on what was fetched before.
     async fn fetch(&mut self, url: &str) -> Result<Vec<u8>, String> {
-        let mut req = self.http.get(url).timeout(FETCH_TIMEOUT);
-        if let Some(f) = self.fetched.get(url) {
-            if let Some(etag) = &f.etag {
-                req = req.header(http::header::IF_NONE_MATCH, etag);
-            } else if let Some(lm) = &f.last_modified {
-                req = req.header(http::header::IF_MODIFIED_SINCE, lm);
+        let req = self.http.get(url).timeout(FETCH_TIMEOUT);
+        let previous = self.fetched.get(url).map(|f| &f.validators);
+        match documents::get(req, previous, MAX_SPEC_BYTES).await {
+            Ok(Fetched::Document { body, validators }) => {
+                self.fetched.insert(
+                    url.to_string(),
+                    Kept {
+                        validators,
+                        body: body.clone(),
+                    },
+                );
+                Ok(body)
             }
-        }
-        let resp = req
-            .send()
-            .await
-            .map_err(|e| format!("request failed: {}", with_causes(&e.without_url())))?;
-        if resp.status() == reqwest::StatusCode::NOT_MODIFIED {
-            if let Some(f) = self.fetched.get(url) {
-                return Ok(f.body.clone());
+            Ok(Fetched::NotModified) => self
+                .fetched
+                .get(url)
+                .map(|f| f.body.clone())
+                .ok_or_else(|| FetchError::Status(304).to_string()),
+            Err(FetchError::Timeout) => {
+                Err(format!("timed out after {} s", FETCH_TIMEOUT.as_secs()))
             }
+            Err(e) => Err(e.to_string()),
         }
-        if resp.status().is_redirection() && resp.status() != reqwest::StatusCode::NOT_MODIFIED {
-            let to = resp
-                .headers()
-                .get(http::header::LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("?");
-            return Err(host::documents::cross_origin_redirect(
-                resp.status().as_u16(),
-                to,
-            ));
-        }
-        let header = |name: http::HeaderName| {
-            resp.headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-        };
-        let (etag, last_modified) = (
-            header(http::header::ETAG),
-            header(http::header::LAST_MODIFIED),
-        );
-        let body = fetch::body(resp, MAX_SPEC_BYTES)
-            .await
-            .map_err(|e| e.to_string())?
-            .to_vec();
-        self.fetched.insert(
-            url.to_string(),
-            Fetched {
-                etag,
-                last_modified,
-                body: body.clone(),
-            },
-        );
-        Ok(body)
     }
 
     /// Drops fetched documents no upstream reads any more.
@@ -626,19 +597,6 @@ async fn version(
         refused,
     };
     Ok((prefix, version))
-}
-
-/// `e` and its causes: reqwest's own message ("error sending request")
-/// does not say why.
-fn with_causes(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        out.push_str(": ");
-        out.push_str(&c.to_string());
-        cause = c.source();
-    }
-    out
 }
 
 fn log_compiled(c: &UpstreamCatalog, document: &str) {

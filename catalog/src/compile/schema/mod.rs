@@ -15,15 +15,25 @@
 //! Expansions that did not depend on the current stack are memoised, which
 //! keeps large specs (thousands of refs) linear rather than exponential, and
 //! shared rather than copied ([`Node::Shared`]).
+//!
+//! This file is the walk alone (refs, memo, budget, one schema object's
+//! keywords); what single keywords become is in `keywords`, and the
+//! questions the request plan asks of a built schema in `shape`.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::node::{object, Node, Object};
+use super::node::{object, Node};
+
+mod keywords;
+mod shape;
+
 use crate::model::{Location, Warning, WarningCode};
 use crate::spec::{ref_pointer, Document, Version};
+use keywords::{convert_type, dedup, is_open, may_be_array, ref_name, scalar_keyword_ok, t_value};
+pub use shape::{flat_property_names, is_object_schema, make_nullable, take_flat};
 
 /// Which side of the call a schema describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,10 +114,6 @@ fn min_cut(a: Option<usize>, b: Option<usize>) -> Option<usize> {
         (None, y) => y,
     }
 }
-
-const TYPE_NAMES: [&str; 7] = [
-    "string", "number", "integer", "boolean", "array", "object", "null",
-];
 
 impl<'d> SchemaConverter<'d> {
     pub fn new(doc: &'d Document) -> Self {
@@ -613,325 +619,4 @@ impl<'d> SchemaConverter<'d> {
         self.pattern_ok.insert(p.to_string(), ok);
         ok
     }
-}
-
-/// Keywords copied as they are when their value has the type JSON Schema
-/// requires (a wrong type would make the whole schema invalid, e.g.
-/// `maxLength: -1` or `multipleOf: 0`). Unknown keywords are dropped.
-fn scalar_keyword_ok(key: &str, v: &Value) -> bool {
-    match key {
-        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => v.is_number(),
-        "multipleOf" => v.as_f64().is_some_and(|f| f > 0.0),
-        "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties" | "maxProperties"
-        | "minContains" | "maxContains" => v.is_u64(),
-        "uniqueItems" | "deprecated" | "readOnly" | "writeOnly" => v.is_boolean(),
-        "title" | "description" | "format" | "contentMediaType" | "contentEncoding"
-        | "$comment" => v.is_string(),
-        "const" | "default" => true,
-        "examples" => v.is_array(),
-        // Property name lists, each name once.
-        "dependentRequired" => v.as_object().is_some_and(|m| {
-            m.values().all(|names| {
-                names.as_array().is_some_and(|a| {
-                    let mut seen = HashSet::with_capacity(a.len());
-                    a.iter().all(|x| x.as_str().is_some_and(|x| seen.insert(x)))
-                })
-            })
-        }),
-        _ => false,
-    }
-}
-
-/// Whether a schema with this `type` can be an array: no type, an invalid
-/// one (which is dropped), or one naming `array`.
-fn may_be_array(t: Option<&Value>) -> bool {
-    let Some(t) = t.filter(|t| convert_type(t).is_some()) else {
-        return true;
-    };
-    match t {
-        Value::String(s) => s == "array",
-        Value::Array(a) => a.iter().any(|x| x == "array"),
-        _ => true,
-    }
-}
-
-/// A schema that accepts every instance: no keyword but annotations.
-fn is_open(s: &Node<'_>) -> bool {
-    match s.resolved() {
-        Node::Leaf(v) => v.as_bool() == Some(true),
-        Node::Object(m) => m.keys().all(|k| {
-            matches!(
-                k.as_ref(),
-                "description"
-                    | "title"
-                    | "examples"
-                    | "default"
-                    | "deprecated"
-                    | "$comment"
-                    | "readOnly"
-                    | "writeOnly"
-            )
-        }),
-        _ => false,
-    }
-}
-
-fn ref_name(r: &str) -> &str {
-    r.rsplit('/').next().unwrap_or(r)
-}
-
-/// Returns the normalised type; `file-as-string` for Swagger's `file`.
-fn convert_type(v: &Value) -> Option<&str> {
-    match v {
-        Value::String(s) if s == "file" => Some("file-as-string"),
-        Value::String(s) if TYPE_NAMES.contains(&s.as_str()) => Some("single"),
-        Value::Array(a)
-            if !a.is_empty()
-                && a.iter()
-                    .all(|t| t.as_str().is_some_and(|t| TYPE_NAMES.contains(&t))) =>
-        {
-            Some("array")
-        }
-        _ => None,
-    }
-}
-
-fn t_value<'d>(kind: &str, original: &'d Value) -> Node<'d> {
-    match (kind, original) {
-        ("array", Value::Array(a)) => {
-            let d = dedup(a.clone());
-            Node::owned(if d.len() == 1 {
-                d.into_iter().next().unwrap_or(Value::Null)
-            } else {
-                Value::Array(d)
-            })
-        }
-        _ => Node::borrowed(original),
-    }
-}
-
-/// The items without repeats (first one kept), by JSON equality. Linear:
-/// a 100,000-value `enum` or `required` list must not cost 10^10
-/// comparisons. Items are bucketed by [`value_hash`] and compared only
-/// within a bucket.
-fn dedup(items: Vec<Value>) -> Vec<Value> {
-    // Short lists (nearly all) are cheaper compared pairwise than hashed.
-    if items.len() <= 16 {
-        let mut out: Vec<Value> = Vec::with_capacity(items.len());
-        for i in items {
-            if !out.contains(&i) {
-                out.push(i);
-            }
-        }
-        return out;
-    }
-    let mut buckets: HashMap<u64, Vec<usize>> = HashMap::with_capacity(items.len());
-    let mut out: Vec<Value> = Vec::with_capacity(items.len());
-    for i in items {
-        let bucket = buckets.entry(value_hash(&i)).or_default();
-        if !bucket.iter().any(|&j| out[j] == i) {
-            bucket.push(out.len());
-            out.push(i);
-        }
-    }
-    out
-}
-
-/// A hash consistent with `Value`'s `==`: objects compare as maps (key
-/// order aside) and `-0.0 == 0.0`, so both hash alike. Iterative, so any
-/// depth is fine.
-fn value_hash(v: &Value) -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
-    let seed = foldhash::fast::FixedState::default();
-    let mut total = 0u64;
-    // (value, multiplier): array items are weighted by position, object
-    // entries are summed so that their order does not matter.
-    let mut stack = vec![(v, 1u64)];
-    while let Some((v, weight)) = stack.pop() {
-        let mut h = seed.build_hasher();
-        match v {
-            Value::Null => 0u8.hash(&mut h),
-            Value::Bool(b) => (1u8, *b).hash(&mut h),
-            Value::Number(n) => {
-                2u8.hash(&mut h);
-                if let Some(u) = n.as_u64() {
-                    (0u8, u).hash(&mut h);
-                } else if let Some(i) = n.as_i64() {
-                    (1u8, i).hash(&mut h);
-                } else {
-                    let f = n.as_f64().unwrap_or(0.0);
-                    (2u8, if f == 0.0 { 0 } else { f.to_bits() }).hash(&mut h);
-                }
-            }
-            Value::String(s) => (3u8, s).hash(&mut h),
-            Value::Array(a) => {
-                (4u8, a.len()).hash(&mut h);
-                for (i, x) in a.iter().enumerate() {
-                    let w = weight
-                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                        .wrapping_add(i as u64 * 2 + 1);
-                    stack.push((x, w));
-                }
-            }
-            Value::Object(m) => {
-                (5u8, m.len()).hash(&mut h);
-                for (k, x) in m {
-                    let w = weight.wrapping_mul(seed.hash_one(k) | 1);
-                    stack.push((x, w));
-                }
-            }
-        }
-        total = total.wrapping_add(h.finish().wrapping_mul(weight));
-    }
-    total
-}
-
-/// 3.0 `nullable: true` as JSON Schema: `null` added to `type` (and to
-/// `enum`, which would otherwise still refuse it), or `anyOf [schema, null]`
-/// when there is no type to extend.
-pub fn make_nullable(mut m: Object<'_>) -> Node<'_> {
-    let null = Value::String("null".into());
-    match m.get_mut("type") {
-        Some(Node::Leaf(t)) if t.is_string() => {
-            if t.as_str() != Some("null") {
-                let t = t.clone().into_owned();
-                m.insert("type".into(), Node::owned(Value::Array(vec![t, null])));
-            }
-        }
-        Some(Node::Leaf(a)) if a.is_array() => {
-            if let Value::Array(a) = a.to_mut() {
-                if !a.contains(&null) {
-                    a.push(null);
-                }
-            }
-        }
-        _ => {
-            if m.is_empty() {
-                return Node::Object(m);
-            }
-            let mut wrapper = object(0);
-            for k in ["description", "title"] {
-                if let Some(v) = m.get(k) {
-                    wrapper.insert(k.into(), v.clone());
-                }
-            }
-            let mut null_schema = object(1);
-            null_schema.insert("type".into(), Node::string("null"));
-            wrapper.insert(
-                "anyOf".into(),
-                Node::Array(vec![Node::Object(m), Node::Object(null_schema)]),
-            );
-            return Node::Object(wrapper);
-        }
-    }
-    if let Some(Node::Leaf(e)) = m.get_mut("enum") {
-        if e.as_array().is_some_and(|e| !e.contains(&Value::Null)) {
-            if let Value::Array(e) = e.to_mut() {
-                e.push(Value::Null);
-            }
-        }
-    }
-    Node::Object(m)
-}
-
-/// Whether a converted schema describes an object (usable as an MCP
-/// `inputSchema`/`outputSchema` root or as a mergeable body).
-pub fn is_object_schema(s: &Node<'_>) -> bool {
-    match s.get("type") {
-        Some(t) => t.as_str() == Some("object"),
-        None => {
-            s.get("properties").is_some()
-                || matches!(s.get("allOf").map(Node::resolved),
-                    Some(Node::Array(parts)) if !parts.is_empty() && parts.iter().all(is_object_schema))
-        }
-    }
-}
-
-/// Property names of a converted object schema (with `allOf` of objects)
-/// flattened into one set, in order, or `None` if the shape does not allow
-/// it (a property name declared twice, non-object parts, oneOf/anyOf at the
-/// top). Borrows: callers decide on the names before [`take_flat`] moves the
-/// schemas out, so bodies are never copied.
-pub fn flat_property_names<'a>(s: &'a Node<'_>) -> Option<Vec<&'a str>> {
-    let mut names = Vec::new();
-    let mut seen = HashSet::new();
-    collect_flat_names(s, &mut names, &mut seen)?;
-    Some(names)
-}
-
-fn collect_flat_names<'a>(
-    s: &'a Node<'_>,
-    names: &mut Vec<&'a str>,
-    seen: &mut HashSet<&'a str>,
-) -> Option<()> {
-    let obj = s.as_object()?;
-    if !is_object_schema(s) || obj.contains_key("oneOf") || obj.contains_key("anyOf") {
-        return None;
-    }
-    if let Some(p) = obj.get("properties").and_then(Node::as_object) {
-        for k in p.keys() {
-            if !seen.insert(k.as_ref()) {
-                return None;
-            }
-            names.push(k.as_ref());
-        }
-    }
-    if let Some(Node::Array(parts)) = obj.get("allOf").map(Node::resolved) {
-        for part in parts {
-            collect_flat_names(part, names, seen)?;
-        }
-    }
-    Some(())
-}
-
-/// Moves a schema's flattened `(properties, required)` out of it. Only
-/// meaningful once [`flat_property_names`] has accepted the schema: a name
-/// declared twice would be overwritten here.
-pub fn take_flat(s: Node<'_>) -> (Object<'_>, Vec<String>) {
-    let mut props = object(0);
-    let mut required = Vec::new();
-    let Some(obj) = s.into_object() else {
-        return (props, required);
-    };
-    let mut parts = None;
-    for (k, v) in obj {
-        match k.as_ref() {
-            "properties" => {
-                if let Some(p) = v.into_object() {
-                    props = p;
-                }
-            }
-            "required" => {
-                if let Node::Leaf(r) = v {
-                    if let Value::Array(r) = r.into_owned() {
-                        required = r
-                            .into_iter()
-                            .filter_map(|x| match x {
-                                Value::String(s) => Some(s),
-                                _ => None,
-                            })
-                            .collect();
-                    }
-                }
-            }
-            "allOf" => match v {
-                Node::Array(a) => parts = Some(a),
-                Node::Shared(_) => {
-                    if let Node::Array(a) = v.resolved() {
-                        parts = Some(a.clone());
-                    }
-                }
-                _ => {}
-            },
-            _ => {}
-        }
-    }
-    for part in parts.into_iter().flatten() {
-        let (p, r) = take_flat(part);
-        debug_assert!(p.keys().all(|k| !props.contains_key(k)));
-        props.extend(p);
-        required.extend(r);
-    }
-    required.dedup();
-    (props, required)
 }

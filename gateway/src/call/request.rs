@@ -16,39 +16,19 @@
 //!
 //! The result is a [`PreparedRequest`], plain data, so all of this is tested
 //! without a network; [`crate::call::upstream`] turns it into a `reqwest` request.
+//! Parameter styles are written in `style`, bodies encoded in `body`.
 
-use base64::Engine;
-use catalog::{BodyEncoding, BodyPlan, BodySource, ParamLocation, ParamStyle, RequestPlan};
+use catalog::{BodyPlan, ParamLocation, ParamStyle, RequestPlan};
 use http::{HeaderName, HeaderValue, Method};
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use percent_encoding::percent_decode_str;
 use reqwest::Url;
 use serde_json::{Map, Value};
 
-/// Everything but RFC 3986 unreserved characters is encoded.
-const STRICT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
+mod body;
+mod style;
 
-/// `allowReserved`: RFC 3986 reserved characters pass, except the ones that
-/// would change the query's structure (`&`, `=`, `#`, `+`) — sending those
-/// literally would split or cut the query, which no API author means.
-const RESERVED_OK: &AsciiSet = &STRICT
-    .remove(b':')
-    .remove(b'/')
-    .remove(b'?')
-    .remove(b'@')
-    .remove(b'!')
-    .remove(b'$')
-    .remove(b'\'')
-    .remove(b'(')
-    .remove(b')')
-    .remove(b'*')
-    .remove(b',')
-    .remove(b';')
-    .remove(b'[')
-    .remove(b']');
+use body::{body_value, encode_body};
+use style::{encode, join_query, path_style, serialize_query, simple_style, STRICT};
 
 /// Headers a caller must not set: they frame the HTTP message itself.
 const FORBIDDEN_HEADERS: &[&str] = &[
@@ -412,164 +392,6 @@ fn first_path_arg(plan: &RequestPlan, seg: &str) -> String {
         .unwrap_or_else(|| "path".into())
 }
 
-/// OpenAPI `simple`, `label` and `matrix` path styles, values encoded.
-fn path_style(name: &str, value: &Value, style: ParamStyle, explode: bool) -> String {
-    let items: Vec<String> = match value {
-        Value::Array(a) => a.iter().map(|v| encode(&scalar(v), STRICT)).collect(),
-        Value::Object(o) => {
-            if explode && style != ParamStyle::Matrix {
-                o.iter()
-                    .map(|(k, v)| format!("{}={}", encode(k, STRICT), encode(&scalar(v), STRICT)))
-                    .collect()
-            } else if explode {
-                // matrix explode: ;k=v;k2=v2
-                return o
-                    .iter()
-                    .map(|(k, v)| format!(";{}={}", encode(k, STRICT), encode(&scalar(v), STRICT)))
-                    .collect();
-            } else {
-                o.iter()
-                    .flat_map(|(k, v)| [encode(k, STRICT), encode(&scalar(v), STRICT)])
-                    .collect()
-            }
-        }
-        v => vec![encode(&scalar(v), STRICT)],
-    };
-    match style {
-        ParamStyle::Label => {
-            let sep = if explode { "." } else { "," };
-            format!(".{}", items.join(sep))
-        }
-        ParamStyle::Matrix => {
-            let n = encode(name, STRICT);
-            if explode && value.is_array() {
-                items.iter().map(|i| format!(";{n}={i}")).collect()
-            } else {
-                format!(";{n}={}", items.join(","))
-            }
-        }
-        _ => items.join(","),
-    }
-}
-
-/// The `simple` style without encoding, for headers and cookies.
-fn simple_style(value: &Value, explode: bool) -> String {
-    match value {
-        Value::Array(a) => a.iter().map(scalar).collect::<Vec<_>>().join(","),
-        Value::Object(o) => {
-            if explode {
-                o.iter()
-                    .map(|(k, v)| format!("{k}={}", scalar(v)))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            } else {
-                o.iter()
-                    .flat_map(|(k, v)| [k.clone(), scalar(v)])
-                    .collect::<Vec<_>>()
-                    .join(",")
-            }
-        }
-        v => scalar(v),
-    }
-}
-
-/// Appends `name=value` pairs, already encoded, to `out`.
-fn serialize_query(
-    name: &str,
-    value: &Value,
-    style: ParamStyle,
-    explode: bool,
-    allow_reserved: bool,
-    out: &mut Vec<String>,
-) {
-    let set = if allow_reserved { RESERVED_OK } else { STRICT };
-    let n = encode(name, STRICT);
-    match (value, style) {
-        (Value::Object(o), ParamStyle::DeepObject) => deep_object(&n, o, set, out),
-        (Value::Array(a), _) if explode || style == ParamStyle::DeepObject => {
-            for v in a {
-                out.push(format!("{n}={}", encode(&scalar(v), set)));
-            }
-        }
-        (Value::Array(a), _) => {
-            let sep = match style {
-                ParamStyle::SpaceDelimited => "%20",
-                ParamStyle::PipeDelimited => "|",
-                _ => ",",
-            };
-            let joined: Vec<String> = a.iter().map(|v| encode(&scalar(v), set)).collect();
-            out.push(format!("{n}={}", joined.join(sep)));
-        }
-        (Value::Object(o), _) if explode => {
-            for (k, v) in o {
-                if !v.is_null() {
-                    out.push(format!("{}={}", encode(k, STRICT), encode(&scalar(v), set)));
-                }
-            }
-        }
-        (Value::Object(o), _) => {
-            let sep = match style {
-                ParamStyle::SpaceDelimited => "%20",
-                ParamStyle::PipeDelimited => "|",
-                _ => ",",
-            };
-            let joined: Vec<String> = o
-                .iter()
-                .flat_map(|(k, v)| [encode(k, set), encode(&scalar(v), set)])
-                .collect();
-            out.push(format!("{n}={}", joined.join(sep)));
-        }
-        (v, _) => out.push(format!("{n}={}", encode(&scalar(v), set))),
-    }
-}
-
-/// `name[key]=value`, nesting for nested objects (`name[a][b]=v`) and
-/// repeating for arrays (`name[a]=1&name[a]=2`).
-fn deep_object(
-    prefix: &str,
-    o: &Map<String, Value>,
-    set: &'static AsciiSet,
-    out: &mut Vec<String>,
-) {
-    for (k, v) in o {
-        let key = format!("{prefix}[{}]", encode(k, STRICT));
-        match v {
-            Value::Null => {}
-            Value::Object(inner) => deep_object(&key, inner, set, out),
-            Value::Array(a) => {
-                for item in a {
-                    out.push(format!("{key}={}", encode(&scalar(item), set)));
-                }
-            }
-            other => out.push(format!("{key}={}", encode(&scalar(other), set))),
-        }
-    }
-}
-
-fn join_query(pairs: &[String]) -> Option<String> {
-    if pairs.is_empty() {
-        None
-    } else {
-        Some(pairs.join("&"))
-    }
-}
-
-/// A primitive as text; composite values nested where a primitive is
-/// expected are sent as JSON rather than dropped.
-fn scalar(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        other => other.to_string(),
-    }
-}
-
-fn encode(s: &str, set: &'static AsciiSet) -> String {
-    utf8_percent_encode(s, set).to_string()
-}
-
 /// Validates a caller-supplied header.
 fn header(arg: &str, name: &str, value: &str) -> Result<(HeaderName, HeaderValue), RequestError> {
     if value.contains(['\r', '\n', '\0']) {
@@ -587,127 +409,6 @@ fn header(arg: &str, name: &str, value: &str) -> Result<(HeaderName, HeaderValue
         )
     })?;
     Ok((hn, hv))
-}
-
-/// The body value per the plan; `None` when there is nothing to send.
-fn body_value(bp: &BodyPlan, args: &Map<String, Value>) -> Option<Value> {
-    match &bp.source {
-        BodySource::Nested { arg } => args.get(arg).filter(|v| !v.is_null()).cloned(),
-        BodySource::Merged { fields } => {
-            let mut obj = Map::new();
-            for f in fields {
-                if let Some(v) = args.get(&f.arg) {
-                    obj.insert(f.name.clone(), v.clone());
-                }
-            }
-            if obj.is_empty() && !bp.required {
-                None
-            } else {
-                Some(Value::Object(obj))
-            }
-        }
-    }
-}
-
-fn encode_body(bp: &BodyPlan, v: &Value) -> Result<RequestBody, RequestError> {
-    let body_arg = match &bp.source {
-        BodySource::Nested { arg } => arg.as_str(),
-        BodySource::Merged { .. } => "body",
-    };
-    match bp.encoding {
-        BodyEncoding::Json => Ok(RequestBody::Bytes {
-            content_type: bp.content_type.clone(),
-            data: serde_json::to_vec(v).unwrap_or_default(),
-        }),
-        BodyEncoding::Form => {
-            let Value::Object(o) = v else {
-                return Err(arg_err(body_arg, "must be an object (form body)"));
-            };
-            let mut pairs = Vec::new();
-            for (k, val) in o {
-                if !val.is_null() {
-                    serialize_query(k, val, ParamStyle::Form, true, false, &mut pairs);
-                }
-            }
-            Ok(RequestBody::Bytes {
-                content_type: bp.content_type.clone(),
-                data: pairs.join("&").into_bytes(),
-            })
-        }
-        BodyEncoding::Multipart => {
-            let Value::Object(o) = v else {
-                return Err(arg_err(body_arg, "must be an object (multipart body)"));
-            };
-            let mut fields = Vec::new();
-            for (k, val) in o {
-                if val.is_null() {
-                    continue;
-                }
-                let binary = bp.binary_fields.iter().any(|b| b == k);
-                let items: Vec<&Value> = match val {
-                    Value::Array(a) if binary || a.iter().all(|x| !x.is_object()) => {
-                        a.iter().collect()
-                    }
-                    other => vec![other],
-                };
-                for item in items {
-                    if binary {
-                        let Value::String(s) = item else {
-                            return Err(arg_err(k, "must be a base64 string (file)"));
-                        };
-                        let data = decode_base64(s).map_err(|m| arg_err(k, m))?;
-                        fields.push(MultipartField {
-                            name: k.clone(),
-                            data,
-                            filename: Some(k.clone()),
-                            content_type: Some("application/octet-stream".into()),
-                        });
-                    } else {
-                        let (data, ct) = match item {
-                            Value::String(s) => (s.clone().into_bytes(), None),
-                            Value::Object(_) | Value::Array(_) => (
-                                serde_json::to_vec(item).unwrap_or_default(),
-                                Some("application/json".to_string()),
-                            ),
-                            other => (scalar(other).into_bytes(), None),
-                        };
-                        fields.push(MultipartField {
-                            name: k.clone(),
-                            data,
-                            filename: None,
-                            content_type: ct,
-                        });
-                    }
-                }
-            }
-            Ok(RequestBody::Multipart(fields))
-        }
-        BodyEncoding::Raw => {
-            let data = match v {
-                Value::String(s) if bp.base64 => {
-                    decode_base64(s).map_err(|m| arg_err(body_arg, m))?
-                }
-                Value::String(s) => s.clone().into_bytes(),
-                other => serde_json::to_vec(other).unwrap_or_default(),
-            };
-            Ok(RequestBody::Bytes {
-                content_type: bp.content_type.clone(),
-                data,
-            })
-        }
-    }
-}
-
-/// Standard or URL-safe alphabet, padded or not: models produce all four.
-fn decode_base64(s: &str) -> Result<Vec<u8>, String> {
-    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-    let s = s.trim();
-    STANDARD
-        .decode(s)
-        .or_else(|_| STANDARD_NO_PAD.decode(s))
-        .or_else(|_| URL_SAFE.decode(s))
-        .or_else(|_| URL_SAFE_NO_PAD.decode(s))
-        .map_err(|_| "is not valid base64".to_string())
 }
 
 /// Appends `path` to the base URL's path and checks the result stayed

@@ -1,5 +1,5 @@
 use super::*;
-use catalog::{FieldBinding, ParamBinding};
+use catalog::{BodyEncoding, BodySource, FieldBinding, ParamBinding};
 use serde_json::json;
 
 fn base() -> Url {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use gateway::config::GatewayFile;
-use gateway::edge::router::ShutdownTiming;
+use gateway::edge::shutdown::ShutdownTiming;
 use gateway::identity::inbound::{Inbound, InboundRuntime};
 use gateway::serving::kubernetes::{watch_published, KubeOptions};
 use gateway::serving::reload::{watch_file, CatalogStore, WatchOptions};
@@ -402,7 +402,7 @@ pub async fn run_with(
         ..EdgeOptions::default()
     };
     let state = AppState::new(store.clone(), &edge);
-    let listener = gateway::edge::router::bind(args.listen)
+    let listener = gateway::edge::shutdown::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let local = listener.local_addr()?;
     let asked = args.metrics_addr.is_some();
@@ -412,12 +412,12 @@ pub async fn run_with(
     if let Some(addr) = metrics_addr {
         // NB: not fatal: a taken metrics port must not stop the gateway
         // serving its clients; the scrape target going down is the alarm.
-        match gateway::edge::router::bind(addr).and_then(|l| Ok((l.local_addr()?, l))) {
+        match gateway::edge::shutdown::bind(addr).and_then(|l| Ok((l.local_addr()?, l))) {
             Ok((bound, metrics_listener)) => {
                 tracing::info!(metrics = %bound, "metrics served on http://{bound}/metrics");
                 let stop = cancel.child_token();
                 let router = gateway::observe::metrics::router(metrics)
-                    .merge(gateway::edge::router::status_router(state.clone()));
+                    .merge(gateway::edge::health::status_router(state.clone()));
                 tokio::spawn(async move {
                     let served = axum::serve(metrics_listener, router)
                         .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -441,7 +441,7 @@ pub async fn run_with(
     }
     // Before the "serving" line: a SIGTERM from then on is a shutdown
     // signal, not the default (an exit without draining).
-    let signals = gateway::edge::router::shutdown_signals();
+    let signals = gateway::edge::shutdown::shutdown_signals();
     let snap = store.load();
     tracing::info!(
         listen = %local,
@@ -451,7 +451,7 @@ pub async fn run_with(
     );
     on_listening(local);
     let stop = cancel.clone();
-    gateway::edge::router::serve(listener, state, cancel, signals, timing).await?;
+    gateway::edge::shutdown::serve(listener, state, cancel, signals, timing).await?;
     stop.cancel();
     if let Some(reporter) = reporter {
         // Withdraw the served report so the operator stops counting us.

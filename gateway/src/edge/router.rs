@@ -1,6 +1,7 @@
 //! The HTTP edge: the router (`/mcp`, `/mcp/{prefix}`,
 //! `/mcp/toolsets/{namespace}/{name}`, `/healthz`, `/readyz`, `/status`,
-//! `/.well-known/oauth-protected-resource`) and graceful shutdown.
+//! `/.well-known/oauth-protected-resource`); the health endpoints are in
+//! [`health`](super::health), shutdown in [`shutdown`](super::shutdown).
 //!
 //! `/mcp/{prefix}` of an upstream that exists but grants the caller no
 //! tool answers exactly as an unknown prefix does (404, same body).
@@ -12,16 +13,6 @@
 //!
 //! [`app`] builds the whole router from an [`AppState`], so HTTP-edge
 //! behaviour is testable with `tower::ServiceExt::oneshot` and no socket.
-//!
-//! Shutdown ([`serve`]): on the shutdown signal `/readyz` starts failing
-//! but the server keeps accepting and serving for the drain delay, so the
-//! load balancers in front (kube-proxy, the ingress), which learn of the
-//! terminating pod only after the kubelet has signalled it, stop sending
-//! it requests before it stops taking them; a second signal ends the
-//! delay early. Then the listener stops accepting, running tool calls get
-//! up to the grace period to finish, then the MCP sessions and streams are
-//! cancelled (an open SSE stream would otherwise keep a connection, and
-//! the process, alive) and the server exits.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -32,7 +23,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
-use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -49,18 +39,21 @@ use crate::mcp::shared::Shared;
 use crate::mcp::view::View;
 use crate::serving::reload::CatalogStore;
 
+use super::health::{healthz, readyz, resource_metadata, status};
+
 /// Everything the router needs.
 #[derive(Clone)]
 pub struct AppState {
     pub shared: Arc<Shared>,
     root: McpEndpoint,
     scoped: Arc<ScopedServices>,
-    mcp_config: Arc<StreamableHttpServerConfig>,
+    pub(super) mcp_config: Arc<StreamableHttpServerConfig>,
     session_key: SessionKey,
     sessions: SessionSettings,
-    /// Set by [`serve`] at the shutdown signal: `/readyz` then fails.
-    draining: Arc<AtomicBool>,
-    inbound: Arc<Inbound>,
+    /// Set by [`serve`](super::shutdown::serve) at the shutdown signal:
+    /// `/readyz` then fails.
+    pub(super) draining: Arc<AtomicBool>,
+    pub(super) inbound: Arc<Inbound>,
     /// Modes of requests that do not choose one.
     listing: Arc<ListingConfig>,
 }
@@ -174,7 +167,7 @@ impl AppState {
 impl AppState {
     /// [`Inbound::admit`], counting refusals by reason.
     #[allow(clippy::result_large_err)]
-    async fn admit(&self, req: &mut Request) -> Result<(), Response> {
+    pub(super) async fn admit(&self, req: &mut Request) -> Result<(), Response> {
         let refused = self.inbound.admit(req).await;
         if let Err(r) = &refused {
             if let Some(reason) = crate::identity::inbound::denial_reason(r) {
@@ -327,7 +320,7 @@ fn requested_mode(uri: &http::Uri) -> Result<Option<ListMode>, Box<Response>> {
 
 /// The verified caller of `req` (`None` in open mode); owned, since a
 /// `&Request` cannot be held across an await of a handler.
-fn caller_of(req: &Request) -> Option<Arc<Caller>> {
+pub(super) fn caller_of(req: &Request) -> Option<Arc<Caller>> {
     req.extensions().get::<Arc<Caller>>().cloned()
 }
 
@@ -359,7 +352,7 @@ impl AppState {
     /// Whether access rules hide no tool of the catalog from the admitted
     /// caller of `req`: only such a caller may read `/status` on the MCP
     /// port, since it names every upstream.
-    async fn sees_everything(&self, caller: Option<Arc<Caller>>) -> bool {
+    pub(super) async fn sees_everything(&self, caller: Option<Arc<Caller>>) -> bool {
         let snapshot = self.shared.store.load();
         let principal = caller.as_deref().map(|c| &c.principal);
         let mut access =
@@ -449,250 +442,4 @@ async fn toolset(
         )
     });
     crate::edge::intake::serve(&ep, req).await
-}
-
-async fn healthz() -> &'static str {
-    "ok"
-}
-
-/// Open to any Host: kubelet probes name the pod's IP. A Host the MCP
-/// endpoints would refuse gets the verdict alone, not what is served.
-async fn readyz(State(state): State<AppState>, req: Request) -> Response {
-    if state.draining.load(Ordering::Relaxed) {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"ready": false, "reason": "shutting down"})),
-        )
-            .into_response();
-    }
-    let snap = state.shared.store.load();
-    let detail = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config).is_ok();
-    let status = if snap.loaded {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    let body = match (snap.loaded, detail) {
-        (true, true) => json!({"ready": true, "tools": snap.tool_count(), "catalog": snap.hash}),
-        (true, false) => json!({"ready": true}),
-        (false, _) => json!({"ready": false, "reason": "no catalog loaded"}),
-    };
-    (status, Json(body)).into_response()
-}
-
-/// What is served: the catalog hash (in Kubernetes mode the published
-/// index's), tools, upstreams (with the responses each returned under
-/// `warn` although they did not match their schema), toolsets and when it
-/// loaded. Names no secrets, but names every prefix, source and toolset:
-/// on the MCP port it is held to the MCP endpoints' Host and Origin rules
-/// (a DNS-rebinding page cannot read it), to their authentication, and to
-/// callers from whom access rules hide no tool (anyone else gets the 404
-/// of an unknown route: it would name upstreams hidden from them). The
-/// metrics listener serves it to anyone who reaches that port
-/// ([`status_router`]).
-async fn status(State(state): State<AppState>, mut req: Request) -> Response {
-    if let Err(r) = check_host_and_origin(req.uri(), req.headers(), &state.mcp_config) {
-        return r;
-    }
-    if let Err(r) = state.admit(&mut req).await {
-        return r;
-    }
-    if !state.sees_everything(caller_of(&req)).await {
-        return StatusCode::NOT_FOUND.into_response();
-    }
-    status_body(&state)
-}
-
-/// `GET /status` alone, unconditionally: for the metrics listener, a
-/// port operators reach and agents do not (like `/metrics`, it names
-/// upstreams).
-pub fn status_router(state: AppState) -> Router {
-    Router::new()
-        .route(
-            "/status",
-            get(|State(state): State<AppState>| async move { status_body(&state) }),
-        )
-        .with_state(state)
-}
-
-fn status_body(state: &AppState) -> Response {
-    let snap = state.shared.store.load();
-    let mut body = serde_json::to_value(&*snap.provenance).unwrap_or_default();
-    if let Some(o) = body.as_object_mut() {
-        o.insert("ready".into(), snap.loaded.into());
-        let toolsets: Vec<_> = snap
-            .toolsets()
-            .map(|t| {
-                json!({"namespace": t.def.id.namespace, "name": t.def.id.name,
-                       "mode": t.def.mode, "tools": t.tools})
-            })
-            .collect();
-        o.insert("toolsets".into(), toolsets.into());
-    }
-    // Counted per runtime (kept while the upstream's settings are), so
-    // not part of the snapshot's provenance.
-    for u in body["upstreams"].as_array_mut().into_iter().flatten() {
-        let runtime = u["prefix"]
-            .as_str()
-            .and_then(|p| snap.tools(Some(p)).next())
-            .map(|t| t.upstream.response_violations());
-        if let (Some(n), Some(o)) = (runtime, u.as_object_mut()) {
-            o.insert("responseViolations".into(), n.into());
-        }
-    }
-    Json(body).into_response()
-}
-
-/// RFC 9728 protected resource metadata, public (it is what a client
-/// without a token reads to learn where to get one); 404 when the gateway
-/// is open.
-async fn resource_metadata(State(state): State<AppState>) -> Response {
-    match state.inbound.metadata() {
-        Some(doc) => (
-            [(http::header::CACHE_CONTROL, "max-age=300")],
-            Json(doc.clone()),
-        )
-            .into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
-}
-
-/// Backlog of the listening socket. `TcpListener::bind` asks for 128,
-/// which a burst of new connections (an ingress opening many at once, a
-/// client fleet reconnecting after a rollout) overflows: the kernel then
-/// drops SYNs and clients wait a second or more to retry. 4096 is Linux's
-/// `SOMAXCONN` since 5.4; the kernel caps it at `net.core.somaxconn`.
-pub(crate) const LISTEN_BACKLOG: u32 = 4096;
-
-/// Binds `addr` with [`LISTEN_BACKLOG`] (and `SO_REUSEADDR`, as
-/// `TcpListener::bind` sets it, so a restart need not wait out TIME_WAIT).
-pub fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    #[cfg(unix)]
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(LISTEN_BACKLOG)
-}
-
-/// How [`serve`] stops after the shutdown signal.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ShutdownTiming {
-    /// Keeps serving this long, with `/readyz` failing, before it stops
-    /// accepting (a second signal ends it early).
-    pub drain_delay: Duration,
-    /// Then in-flight tool calls get this long to finish.
-    pub grace: Duration,
-}
-
-/// Serves `state` on `listener` until the first item of `signals`, then
-/// drains as described in the module docs; a second item during the drain
-/// delay ends it.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: AppState,
-    cancel: CancellationToken,
-    signals: impl Stream<Item = ()> + Send,
-    timing: ShutdownTiming,
-) -> std::io::Result<()> {
-    let shared = state.shared.clone();
-    let draining = state.draining.clone();
-    let stop_accepting = CancellationToken::new();
-    let stop = stop_accepting.clone();
-    // Nagle's algorithm holds a response's second small write (rmcp sends
-    // the SSE headers and the JSON-RPC message separately) until the
-    // client ACKs the first, and clients delay that ACK by 40 ms: every
-    // call on a kept-alive connection would stall. MCP messages are small
-    // and latency-bound, so send every write at once.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    // The peer address reaches handlers as `ConnectInfo` (per-caller
-    // limits of unauthenticated callers).
-    let make = app(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    let server = axum::serve(listener, make).with_graceful_shutdown(async move {
-        stop.cancelled().await;
-    });
-    let mut server = tokio::spawn(async move { server.await });
-    let mut signals = std::pin::pin!(signals);
-    // A stream that ends without a signal stops the server too.
-    let _ = signals.next().await;
-    draining.store(true, Ordering::Relaxed);
-    if !timing.drain_delay.is_zero() {
-        tracing::info!(
-            drain_delay_seconds = timing.drain_delay.as_secs_f64(),
-            in_flight = shared.in_flight(),
-            "shutting down: /readyz fails from now on; still serving until load balancers \
-             stop sending requests here (signal again to skip the wait)"
-        );
-        tokio::select! {
-            _ = tokio::time::sleep(timing.drain_delay) => {}
-            Some(()) = signals.next() => {
-                tracing::info!("second shutdown signal: not waiting out the drain delay");
-            }
-        }
-    }
-    let grace = timing.grace;
-    tracing::info!(
-        in_flight = shared.in_flight(),
-        "shutting down: no new connections; draining tool calls"
-    );
-    stop_accepting.cancel();
-    let started = tokio::time::Instant::now();
-    if tokio::time::timeout(grace, shared.drained()).await.is_err() {
-        tracing::warn!(
-            in_flight = shared.in_flight(),
-            "grace period over; cancelling remaining calls"
-        );
-    }
-    // NB: a finished call's result still has to travel through its
-    // response stream; cancelling right away could cut it off. Connections
-    // without a long-lived stream close by themselves within this window.
-    let flush = FLUSH.min(grace.saturating_sub(started.elapsed()));
-    if let Ok(done) = tokio::time::timeout(flush, &mut server).await {
-        cancel.cancel();
-        return done.map_err(std::io::Error::other)?;
-    }
-    cancel.cancel();
-    match tokio::time::timeout(Duration::from_secs(2), server).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(std::io::Error::other(e)),
-        Err(_) => {
-            tracing::warn!("connections still open after shutdown; exiting anyway");
-            Ok(())
-        }
-    }
-}
-
-/// Time given to results of drained calls to reach their clients.
-const FLUSH: Duration = Duration::from_millis(500);
-
-/// One item per SIGTERM or SIGINT (Ctrl-C), for [`serve`]: the first
-/// starts the shutdown, a second one skips the drain delay.
-pub fn shutdown_signals() -> impl Stream<Item = ()> + Send {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, Signal, SignalKind};
-        // NB: a signal whose handler cannot be installed never arrives;
-        // the process then stops on the other one, or by the default
-        // action.
-        fn each(kind: SignalKind) -> impl Stream<Item = ()> + Send {
-            futures::stream::unfold(signal(kind).ok(), |s: Option<Signal>| async move {
-                match s {
-                    Some(mut s) => s.recv().await.map(|()| ((), Some(s))),
-                    None => std::future::pending().await,
-                }
-            })
-        }
-        futures::stream::select(each(SignalKind::terminate()), each(SignalKind::interrupt()))
-    }
-    #[cfg(not(unix))]
-    futures::stream::unfold((), |()| async {
-        tokio::signal::ctrl_c().await.ok().map(|()| ((), ()))
-    })
 }

@@ -404,7 +404,7 @@ async fn a_burst_of_connections_fits_the_listen_backlog() {
         );
         return;
     }
-    let listener = gateway::edge::router::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = gateway::edge::shutdown::bind("127.0.0.1:0".parse().unwrap()).unwrap();
     let addr = listener.local_addr().unwrap();
     // Nothing accepts: every connection must fit in the queue.
     let connects = (0..BURST).map(|_| async move {

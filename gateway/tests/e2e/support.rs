@@ -260,12 +260,12 @@ pub async fn serve_store(store: Arc<CatalogStore>, mut edge: EdgeOptions) -> Gat
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let c = cancel.clone();
-    tokio::spawn(gateway::edge::router::serve(
+    tokio::spawn(gateway::edge::shutdown::serve(
         listener,
         state,
         cancel.clone(),
         futures::stream::once(async move { c.cancelled().await }),
-        gateway::edge::router::ShutdownTiming {
+        gateway::edge::shutdown::ShutdownTiming {
             drain_delay: Duration::ZERO,
             grace: Duration::from_secs(5),
         },

@@ -25,18 +25,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use catalog::{Catalog, Overlay, UpstreamCatalog, UpstreamSource};
+use catalog::{Catalog, UpstreamCatalog};
 use futures::StreamExt;
 use host::documents::{self, FetchError, Fetched, Validators};
-use sha2::{Digest, Sha256};
-use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, GatewayConfig, GatewayFile, UpstreamConfig, UpstreamEntry};
-use crate::file_watch::{FileWatch, WatchOptions};
+use crate::config::{ConfigError, GatewayConfig, GatewayFile, UpstreamEntry};
 use crate::identity::inbound::config::InboundConfig;
 use crate::observe::metrics::ReloadResult;
 use crate::serving::reload::CatalogStore;
 use crate::serving::snapshot::{now_rfc3339, Provenance, SnapshotError, UpstreamProvenance};
+
+mod version;
+mod watch;
+
+use version::{set_hash, version, Inputs, Version};
+pub use watch::watch;
 
 /// Largest OpenAPI document fetched from a URL (the operator's default
 /// `--max-spec-bytes`): the largest public descriptions, about 11 MB, fit.
@@ -79,76 +82,6 @@ pub struct Compiled {
     /// `conflictResolution: error` refused the document for; `catalog` is
     /// then compiled with `qualify`.
     pub refused: Option<catalog::NameConflicts>,
-}
-
-/// An upstream as served: its tools and how to reach it, replaced together.
-#[derive(Clone)]
-struct Version {
-    /// sha256 of everything the catalog was compiled from.
-    input_hash: String,
-    document: String,
-    catalog: Arc<UpstreamCatalog>,
-    runtime: UpstreamConfig,
-    /// See [`Compiled::refused`].
-    refused: Option<catalog::NameConflicts>,
-}
-
-/// One upstream's inputs, read.
-struct Inputs {
-    document: String,
-    spec: Vec<u8>,
-    /// `(path, bytes)`, in order.
-    overlays: Vec<(String, Vec<u8>)>,
-    options: catalog::CompileOptions,
-}
-
-impl Inputs {
-    /// The compile's key ([`catalog::input_hash`]).
-    fn hash(&self, prefix: &str, strict: bool) -> String {
-        let overlays: Vec<_> = self
-            .overlays
-            .iter()
-            .map(|(name, bytes)| catalog::OverlayInput {
-                name,
-                bytes,
-                strict,
-            })
-            .collect();
-        catalog::input_hash(prefix, &self.document, &self.spec, &overlays, &self.options)
-    }
-
-    /// Compiles, off the async workers (it is CPU-bound); for a `lint`,
-    /// name conflicts are returned beside the catalog instead of failing
-    /// ([`catalog::lint_upstream`]).
-    async fn compile(
-        self,
-        prefix: String,
-        strict: bool,
-        lint: bool,
-    ) -> Result<(UpstreamCatalog, Option<catalog::NameConflicts>), String> {
-        tokio::task::spawn_blocking(move || {
-            let mut overlays = Vec::with_capacity(self.overlays.len());
-            for (name, bytes) in &self.overlays {
-                overlays.push(Overlay::parse(name, bytes, strict).map_err(|e| e.to_string())?);
-            }
-            let src = UpstreamSource {
-                prefix: &prefix,
-                document: &self.document,
-                spec: &self.spec,
-                overlays: &overlays,
-                options: &self.options,
-            };
-            if lint {
-                let linted = catalog::lint_upstream(&src).map_err(|e| e.to_string())?;
-                return Ok((linted.catalog, linted.refused));
-            }
-            catalog::compile_upstream(&src)
-                .map(|c| (c, None))
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| format!("the compiler failed: {e}"))?
-    }
 }
 
 /// A document fetched from a URL, kept for conditional GETs.
@@ -553,140 +486,5 @@ impl Sources {
     /// When the next URL refresh is due, if any upstream reads a URL.
     pub(crate) fn refresh_at(&self) -> Option<Instant> {
         self.refresh_at
-    }
-}
-
-/// The version of an upstream its inputs make: the served one when they
-/// did not change, else freshly compiled.
-async fn version(
-    prefix: String,
-    runtime: UpstreamConfig,
-    read: Result<Inputs, String>,
-    previous: Option<Version>,
-    strict: bool,
-    lint: bool,
-) -> Result<(String, Version), LocalError> {
-    let inputs = match read {
-        Ok(i) => i,
-        Err(message) => return Err(LocalError::Upstream { prefix, message }),
-    };
-    let input_hash = inputs.hash(&prefix, strict);
-    let document = inputs.document.clone();
-    let (catalog, refused) = match previous {
-        Some(v) if v.input_hash == input_hash => (v.catalog, v.refused),
-        _ => match inputs.compile(prefix.clone(), strict, lint).await {
-            // As the operator: refused whole, not served without the tool.
-            Ok((c, refused)) => match c.transform_failure() {
-                Some(why) => {
-                    let message = format!("{document}: {why}");
-                    return Err(LocalError::Upstream { prefix, message });
-                }
-                None => {
-                    log_compiled(&c, &document);
-                    (Arc::new(c), refused)
-                }
-            },
-            Err(message) => return Err(LocalError::Upstream { prefix, message }),
-        },
-    };
-    let version = Version {
-        input_hash,
-        document,
-        catalog,
-        runtime,
-        refused,
-    };
-    Ok((prefix, version))
-}
-
-fn log_compiled(c: &UpstreamCatalog, document: &str) {
-    for w in &c.warnings {
-        if w.code == catalog::WarningCode::OverlayTargetUnmatched {
-            let at = w.at.as_ref().map(catalog::Location::pointer);
-            tracing::warn!(upstream = %c.prefix, at = at.as_deref().unwrap_or_default(), "{}", w.message);
-        }
-    }
-    tracing::info!(
-        upstream = %c.prefix,
-        document,
-        tools = c.tools.len(),
-        rejected = c.rejected.len(),
-        warnings = c.warnings.len(),
-        "compiled"
-    );
-}
-
-/// Identifies a set of versions: what the catalog was compiled from and
-/// how each upstream is reached.
-fn set_hash(candidates: &BTreeMap<String, Version>) -> String {
-    let mut h = Sha256::new();
-    for (prefix, v) in candidates {
-        h.update(prefix.as_bytes());
-        h.update([0]);
-        h.update(v.input_hash.as_bytes());
-        h.update(serde_json::to_vec(&v.runtime).unwrap_or_default());
-        h.update([0]);
-    }
-    hex::encode(h.finalize())
-}
-
-/// Reloads `sources` into `store` whenever the config file, or a document
-/// or overlay file it names, changes, and when a URL refresh is due,
-/// until `shutdown`. What [`Sources::start`] read is taken as loaded.
-pub async fn watch(
-    mut sources: Sources,
-    store: Arc<CatalogStore>,
-    opts: WatchOptions,
-    shutdown: CancellationToken,
-) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let mut watches: BTreeMap<PathBuf, CancellationToken> = BTreeMap::new();
-    let follow = |sources: &mut Sources, watches: &mut BTreeMap<PathBuf, CancellationToken>| {
-        let read = std::mem::take(&mut sources.read);
-        // A config that does not parse names no files: keep following
-        // the ones it named before.
-        let keep_all = !sources.read_all;
-        watches.retain(|path, stop| {
-            let keep = keep_all || read.contains_key(path);
-            if !keep {
-                stop.cancel();
-            }
-            keep
-        });
-        for (path, bytes) in read {
-            if watches.contains_key(&path) {
-                continue;
-            }
-            let stop = shutdown.child_token();
-            let tx = tx.clone();
-            let watch = FileWatch::after(path.clone(), opts, bytes.as_deref());
-            tokio::spawn(watch.run(stop.clone(), move |_| {
-                let _ = tx.send(());
-                async {}
-            }));
-            watches.insert(path, stop);
-        }
-    };
-    follow(&mut sources, &mut watches);
-    loop {
-        let refresh = sources.refresh_at();
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            Some(()) = rx.recv() => {}
-            // Cleared, so a config that no longer parses does not spin
-            // here; a load that reads a URL sets the next one.
-            _ = sleep_until(refresh) => sources.refresh_at = None,
-        }
-        // One reload for a burst of changes.
-        while rx.try_recv().is_ok() {}
-        sources.reload(&store).await;
-        follow(&mut sources, &mut watches);
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
-        None => std::future::pending().await,
     }
 }

@@ -51,6 +51,10 @@
 //! slowest answer meanwhile.
 //!
 //! Env: `BENCH_SECONDS` (default 5) per measurement.
+//!
+//! Size: over 600 lines because this is a bench binary (each file under
+//! `benches/` is one); its scenarios share one harness (spawning `toolgate
+//! serve`, loopback upstreams, measuring RSS) and are read side by side.
 
 use std::net::SocketAddr;
 use std::path::Path;

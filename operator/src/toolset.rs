@@ -23,6 +23,10 @@
 //! relist after a watch gap) drops the entries of toolsets that are gone,
 //! which covers deletions while no operator ran. So deleting a toolset or
 //! its namespace never waits for the operator.
+//!
+//! Size: over 600 lines because this is one controller: the reconcile, what
+//! it reads (selection) and what it writes (publish, status) follow each
+//! other in the order they run.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -26,6 +26,10 @@
 //! The signing keys are test-only PEMs committed under `fixtures/idp/`
 //! (RSA keys are slow to generate in debug builds). The RSA key is the one
 //! [`Idp::rotate_key`] replaces; the EC P-256 and Ed25519 keys stay.
+//!
+//! Size: over 600 lines because this is one fake server: every endpoint
+//! shares its signing key, its token table and the log tests read, so its
+//! parts stay together.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

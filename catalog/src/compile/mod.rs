@@ -8,6 +8,10 @@
 //! 3. name conflicts are resolved among the survivors;
 //! 4. the expensive part — schemas, plan, transforms, schema checks — runs
 //!    for the survivors; a failure there rejects only that operation.
+//!
+//! Size: over 600 lines because this is the compile's steps in contract order
+//! (above); each step's work lives in its own module, this file only
+//! sequences them and keeps what is partly applied from escaping.
 
 mod annotate;
 mod dry_run;

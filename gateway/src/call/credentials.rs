@@ -26,6 +26,10 @@
 //! Token endpoints are trusted no more than upstreams: their answers are
 //! read up to [`MAX_TOKEN_RESPONSE_BYTES`] within [`TOKEN_TIMEOUT`], and
 //! what a failure tells the caller never includes a token or a secret.
+//!
+//! Size: over 600 lines because this is one `match` over the auth types; the
+//! two OAuth2 grants (client credentials, token exchange), with their token
+//! caching and refresh, are most of the file.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -24,6 +24,10 @@
 //! default budget is 205 MiB (40% of the cgroup limit), room for 20
 //! maximum-size (10 MiB) responses at once. A call that cannot get its
 //! share within its timeout fails with a tool error naming the budget.
+//!
+//! Size: over 600 lines because this is one exchange with an upstream: its
+//! client, limits and body reading share the call's state and are read in the
+//! order they happen.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

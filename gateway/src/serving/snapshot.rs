@@ -35,6 +35,10 @@
 //! snapshot (a rule that does not compile fails the build, naming
 //! `upstreams.<prefix>.access.rules[i]...`), and [`crate::serving::access`]
 //! decides with them which tools one caller may see and call.
+//!
+//! Size: over 600 lines because this is building one snapshot: each
+//! preparation step (validators, jq, clients, secrets) must succeed for the
+//! whole to exist, and the file reads as that list.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

@@ -20,6 +20,10 @@
 //! Simplified: propagation policies, grace periods, owner-reference garbage
 //! collection and admission plugins do not exist; Services get a fake
 //! `clusterIP` and no endpoints.
+//!
+//! Size: over 600 lines because this is the write verbs of the fake API
+//! server, which share the precondition, generation and field-manager rules
+//! that make them faithful.
 
 use serde_json::{json, Value};
 use std::sync::{Arc, LazyLock};

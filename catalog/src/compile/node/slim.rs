@@ -16,6 +16,9 @@
 //! tool that cuts it so ([`Cuts`]).
 //!
 //! `refs: defs` still goes through `Value` (it rewrites the structure).
+//!
+//! Size: over 600 lines because this is one algorithm, two walks over the
+//! same tree (find what goes, then cut), which share their bookkeeping.
 
 use std::collections::HashMap;
 use std::rc::Rc;

@@ -8,6 +8,8 @@
 #   FUZZ_SECONDS=300 fuzz/run.sh      longer
 #   fuzz/run.sh --regressions         only replay fuzz/regressions/<target>/*
 #                                     (every run replays them first)
+#   fuzz/run.sh --build               only install cargo-fuzz and build
+#                                     (.ci/run does it in the background)
 #
 # Works on a stable toolchain: `--sanitizer none` is the only cargo-fuzz
 # mode that passes no -Z flag (AddressSanitizer needs -Zsanitizer, so a
@@ -60,10 +62,12 @@ dict() {
 }
 
 regressions=false
+build_only=false
 targets=()
 for a in "$@"; do
   case $a in
     --regressions) regressions=true ;;
+    --build) build_only=true ;;
     *) targets+=("$a") ;;
   esac
 done
@@ -82,6 +86,7 @@ cargo fmt --manifest-path fuzz/Cargo.toml --all -- --check
 start=$(date +%s)
 cargo fuzz build "${FUZZ_FLAGS[@]}"
 echo "fuzz build: $(($(date +%s) - start)) s"
+$build_only && exit 0
 bin_dir=fuzz/target/x86_64-unknown-linux-gnu/release
 
 # What fuzzing found once is replayed every time, before new inputs.

@@ -40,6 +40,7 @@ mod common;
 pub mod conditions;
 mod overlay;
 pub mod publish;
+pub mod reference;
 mod replica;
 mod toolset;
 mod upstream;

@@ -27,3 +27,23 @@ fn generated_yaml_is_current() {
         );
     }
 }
+
+/// The user guide's API reference (`docs/reference/`) is what the CRD
+/// schemas and the condition vocabulary generate.
+#[test]
+fn reference_pages_are_current() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/reference");
+    let pages = crds::reference::reference_pages();
+    assert!(pages.len() >= 4, "one page per kind and the conditions");
+    let stale: Vec<String> = pages
+        .into_iter()
+        .filter(|(name, page)| std::fs::read_to_string(dir.join(name)).ok().as_ref() != Some(page))
+        .map(|(name, _)| format!("docs/reference/{name}"))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "stale: {}.\nRegenerate from the workspace root with:\n\n    {}\n",
+        stale.join(", "),
+        crds::reference::REFERENCE_REGENERATE_COMMAND,
+    );
+}

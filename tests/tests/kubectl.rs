@@ -433,16 +433,19 @@ async fn requests_from_a_kubeconfig_as_a_user_are_counted_as_that_user() {
     );
 }
 
-/// The README's shell block that removes the operator's finalizer by hand.
+/// The guide's shell block (Uninstall) that removes the operator's
+/// finalizer by hand.
 fn readme_finalizer_patch() -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("README.md");
-    readme
-        .split("```sh\n")
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/guide/uninstall.md"
+    ))
+    .expect("docs/guide/uninstall.md");
+    page.split("```sh\n")
         .skip(1)
         .filter_map(|block| block.split("```").next())
         .find(|block| block.contains("\"op\":\"test\"") && block.contains("toolgate.dev/unpublish"))
-        .expect("a README block patching toolgate.dev/unpublish away")
+        .expect("a block of docs/guide/uninstall.md patching toolgate.dev/unpublish away")
         .to_string()
 }
 
@@ -509,19 +512,20 @@ async fn the_readmes_finalizer_patch_lets_stuck_upstreams_go() {
     assert_eq!(theirs.metadata.finalizers.unwrap(), ["example.com/keep"]);
 }
 
-/// The README's shell block of step `marker` of the install, without its
-/// `rollout status` waits (no kubelet or Deployment controller runs here).
+/// The guide's shell block of step `marker` of the install
+/// (docs/guide/install.md), without its `rollout status` waits (no kubelet
+/// or Deployment controller runs here).
 fn readme_install_block(marker: &str) -> String {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
-        .expect("README.md");
-    let install = readme
-        .split("## Install on Kubernetes")
-        .nth(1)
-        .expect("an install section");
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/guide/install.md"
+    ))
+    .expect("docs/guide/install.md");
+    let install = page.split("## Steps").nth(1).expect("an install section");
     let step = install
         .split(marker)
         .nth(1)
-        .unwrap_or_else(|| panic!("install step {marker:?} in the README"));
+        .unwrap_or_else(|| panic!("install step {marker:?} in docs/guide/install.md"));
     let block = step
         .split("```sh\n")
         .nth(1)

@@ -93,7 +93,7 @@ reasons! {
     InvalidAccessRule => "Rewrite the rule the message names: valid CEL, known variables, within the cost limit.",
     /// Two operations compile to one tool name and `naming.conflictResolution`
     /// is `error`.
-    NameConflict => "Rename one operation with `x-mcp-name` (an overlay), or set `naming.conflictResolution` to resolve it.",
+    NameConflict => "Rename one operation with `x-mcp-tool-name` (an overlay), or set `naming.conflictResolution` to resolve it.",
     /// Another (older) McpUpstream holds `toolPrefix`; the message names it
     /// as `namespace/name`.
     PrefixConflict => "Choose another `toolPrefix`, or delete the McpUpstream the message names.",

@@ -732,3 +732,17 @@ fn lint_and_compile_stop_quietly_when_the_reader_closes_the_pipe() {
         assert_eq!(r.status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// `docs/reference/cli-toolgate.md` is what clap renders for `toolgate`.
+#[test]
+fn the_cli_reference_page_is_current() {
+    const REGENERATE: &str =
+        "TOOLGATE_BLESS=1 cargo test -p gateway --test cli_compile the_cli_reference_page_is_current";
+    let page = toolgate_tests::reference::cli_page(
+        env!("CARGO_BIN_EXE_toolgate"),
+        "toolgate",
+        &["serve", "compile", "lint", "demo"],
+        REGENERATE,
+    );
+    toolgate_tests::reference::check_or_bless("cli-toolgate.md", &page, REGENERATE);
+}

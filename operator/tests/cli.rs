@@ -210,3 +210,18 @@ async fn run_exports_a_reconcile_span_over_otlp() {
     assert_eq!(reconcile.parent_span_id, "");
     assert_eq!(compile.service, "toolgate-operator");
 }
+
+/// `docs/reference/cli-toolgate-operator.md` is what clap renders for
+/// `toolgate-operator`.
+#[test]
+fn the_cli_reference_page_is_current() {
+    const REGENERATE: &str =
+        "TOOLGATE_BLESS=1 cargo test -p toolgate-operator --test cli the_cli_reference_page_is_current";
+    let page = toolgate_tests::reference::cli_page(
+        env!("CARGO_BIN_EXE_toolgate-operator"),
+        "toolgate-operator",
+        &["run", "crds", "uninstall"],
+        REGENERATE,
+    );
+    toolgate_tests::reference::check_or_bless("cli-toolgate-operator.md", &page, REGENERATE);
+}

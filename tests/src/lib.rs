@@ -19,6 +19,7 @@ pub mod monitoring;
 pub mod otlp;
 pub mod prometheus;
 pub mod rbac;
+pub mod reference;
 pub mod tools;
 pub mod uninstall;
 

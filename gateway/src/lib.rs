@@ -40,5 +40,6 @@ pub mod outcome;
 pub mod secret;
 pub mod serving;
 
-pub use edge::router::{app, AppState, EdgeOptions};
+pub use edge::router::app;
+pub use edge::state::{AppState, EdgeOptions};
 pub use serving::reload::CatalogStore;

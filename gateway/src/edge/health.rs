@@ -10,7 +10,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::router::{caller_of, AppState};
+use super::state::{caller_of, AppState};
 use crate::edge::intake::check_host_and_origin;
 
 pub(crate) async fn healthz() -> &'static str {

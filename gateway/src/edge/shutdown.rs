@@ -16,7 +16,8 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::router::{app, AppState};
+use super::router::app;
+use super::state::AppState;
 
 /// Backlog of the listening socket. `TcpListener::bind` asks for 128,
 /// which a burst of new connections (an ingress opening many at once, a

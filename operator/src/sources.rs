@@ -238,9 +238,8 @@ impl Sources {
     }
 
     /// GET with `If-None-Match` (or `If-Modified-Since`); a 304 reuses the
-    /// cached body. Bounded in
-    /// time (`--spec-fetch-timeout`, the body included) and size
-    /// (`--max-spec-bytes`, checked as it streams).
+    /// cached body. Bounded in time (`--spec-fetch-timeout`, the body
+    /// included) and size (`--max-spec-bytes`, checked as it streams).
     #[tracing::instrument(name = "GET", skip_all, fields(otel.kind = "client", http.request.method = "GET", url.full = %redacted(url), http.response.status_code = Empty))]
     async fn fetch(
         &self,

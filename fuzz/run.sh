@@ -10,6 +10,7 @@
 #                                     (every run replays them first)
 #   fuzz/run.sh --build               only install cargo-fuzz and build
 #                                     (.ci/run does it in the background)
+#   FUZZ_OPT_LEVEL=1 fuzz/run.sh      a quicker build, slower fuzzing
 #
 # Works on a stable toolchain: `--sanitizer none` is the only cargo-fuzz
 # mode that passes no -Z flag (AddressSanitizer needs -Zsanitizer, so a
@@ -30,6 +31,13 @@ INPUT_TIMEOUT=${FUZZ_INPUT_TIMEOUT:-10}
 # kube) and fuzzing speed barely changes.
 CGU=${FUZZ_CODEGEN_UNITS:-16}
 FUZZ_FLAGS=(--sanitizer none --codegen-units "$CGU")
+# Optimisation of the instrumented build: the release profile's (3) unless
+# FUZZ_OPT_LEVEL says otherwise. CI, which fuzzes each target for seconds,
+# builds at 1: the build is most of its fuzz step, and the inputs it runs
+# are about half as many.
+if [ -n "${FUZZ_OPT_LEVEL:-}" ]; then
+  export CARGO_PROFILE_RELEASE_OPT_LEVEL=$FUZZ_OPT_LEVEL
+fi
 SPECS=${TOOLGATE_SPECS:-$(cd .. && pwd)/shared/specs}
 
 ALL_TARGETS=(spec_load overlay compile request_build jq jsonrpc_intake access)

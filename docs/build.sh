@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the user guide (docs/, mkdocs.yml) with MkDocs and the Material
 # theme in strict mode: a broken link or anchor between pages, or a page
-# missing from the nav, fails the build. External links are not checked
-# (no network needed).
+# missing from the nav, fails the build. External links are then checked
+# as warnings only (docs/check_links.py; DOCS_LINKS=off skips it).
 #
 #   docs/build.sh            # the site in <cargo target dir>/site
 #   docs/build.sh serve      # mkdocs serve, for writing (http://127.0.0.1:8000)
@@ -33,3 +33,6 @@ if [ "${1:-}" = serve ]; then
 fi
 "$DOCS_VENV/bin/mkdocs" build --strict --clean --site-dir "$SITE_DIR"
 echo "docs: site built in $SITE_DIR"
+if [ "${DOCS_LINKS:-on}" != off ]; then
+  "$DOCS_VENV/bin/python" docs/check_links.py "$SITE_DIR"
+fi

@@ -178,6 +178,7 @@ impl Principal {
 
 /// Access to an upstream whose config has no `access` policy.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum DefaultAccess {
     /// Every caller the gateway admitted.

@@ -78,27 +78,36 @@ pub struct GatewayConfig {
 
 /// How the gateway talks to one upstream.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// Overrides the catalog's `defaultBaseUrl`.
     pub base_url: Option<String>,
     pub auth: AuthConfig,
-    /// Whole request, body included. Default [`DEFAULT_TIMEOUT_SECONDS`].
+    /// Whole request, body included.
+    #[cfg_attr(feature = "schemars", schemars(extend("default" = DEFAULT_TIMEOUT_SECONDS)))]
     pub timeout_seconds: Option<f64>,
-    /// Default [`DEFAULT_MAX_RESPONSE_BYTES`].
+    /// Larger response bodies are a tool error; memory stays bounded.
+    #[cfg_attr(feature = "schemars", schemars(extend("default" = DEFAULT_MAX_RESPONSE_BYTES)))]
     pub max_response_bytes: Option<u64>,
     /// Calls in flight to this upstream; further calls wait, within their
-    /// timeout. Default [`DEFAULT_MAX_CONCURRENCY`]; at least 1.
+    /// timeout. At least 1.
+    #[cfg_attr(feature = "schemars", schemars(extend("default" = DEFAULT_MAX_CONCURRENCY)))]
     pub max_concurrency: Option<usize>,
     /// Sent on every request (after the plan's own headers, so they win).
     pub headers: BTreeMap<String, String>,
     pub response_validation: ResponseValidation,
-    /// Default [`DEFAULT_SUCCESS_STATUS`].
+    /// Statuses that are a tool result; prefer `validation.successStatus`,
+    /// which adds to these.
+    #[cfg_attr(feature = "schemars", schemars(extend("default" = DEFAULT_SUCCESS_STATUS)))]
     pub success_status: Option<Vec<u16>>,
-    /// Default [`DEFAULT_ERROR_STATUS`].
+    /// Statuses that are a tool error (`isError`); prefer
+    /// `validation.errorStatus`, which adds to these.
+    #[cfg_attr(feature = "schemars", schemars(extend("default" = DEFAULT_ERROR_STATUS)))]
     pub error_status: Option<Vec<u16>>,
-    /// Who may see and call this upstream's tools. `None`: the gateway's
-    /// default (every authenticated caller, unless it says deny).
+    /// Who may see and call this upstream's tools. Absent: the gateway's
+    /// `inbound.defaultAccess` (every authenticated caller, unless it says
+    /// deny).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access: Option<AccessPolicy>,
     /// Calls per caller per second, per replica.
@@ -111,6 +120,7 @@ pub struct UpstreamConfig {
 
 /// What to do when a success response does not match its schema.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ResponseValidation {
     /// Log, count and return the data; output schemas are not listed.
@@ -278,6 +288,7 @@ impl Validation {
 
 /// Outbound authentication of one upstream.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", tag = "type", deny_unknown_fields)]
 pub enum AuthConfig {
     #[default]
@@ -313,7 +324,7 @@ pub enum AuthConfig {
         client_auth: ClientAuthMethod,
     },
     /// OAuth 2.0 token exchange (RFC 8693) on behalf of the caller: the
-    /// caller's inbound bearer token is exchanged at `token_url` for one
+    /// caller's inbound bearer token is exchanged at `tokenUrl` for one
     /// meant for this upstream (`audience`, `scopes`, `resource`), cached
     /// per caller until shortly before it expires. Needs callers
     /// authenticated with a bearer token (JWT or introspection), not API
@@ -340,6 +351,7 @@ pub enum AuthConfig {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ApiKeyLocation {
     Header,
@@ -347,6 +359,7 @@ pub enum ApiKeyLocation {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub enum ClientAuthMethod {
     #[default]
@@ -357,10 +370,15 @@ pub enum ClientAuthMethod {
 /// Where a secret lives: exactly one of `file`, `env`, `secretKey`; a plain
 /// `value` is also accepted for non-secret strings such as a username.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct SecretRef {
+    /// A file holding the value (a trailing newline dropped), such as a
+    /// mounted Secret's key.
     pub file: Option<PathBuf>,
+    /// An environment variable of the gateway holding the value.
     pub env: Option<String>,
+    /// The value itself, for what is not secret (a username, a client id).
     pub value: Option<String>,
     /// A key of the credentials Secret the operator maintains in its own
     /// namespace (see `crds::publish`); resolved by the gateway from that

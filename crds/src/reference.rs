@@ -81,9 +81,7 @@ fn kind_page(crd: &CustomResourceDefinition) -> String {
         if let Some(rules) = s.get("x-kubernetes-validations").and_then(Value::as_array) {
             rules_list(&mut out, rules);
         }
-        out.push_str("| Field | Type | Required | Default | Description |\n");
-        out.push_str("|---|---|---|---|---|\n");
-        fields(&mut out, section, s, 0);
+        out.push_str(&fields_table(section, s));
         out.push('\n');
     }
     out
@@ -92,49 +90,344 @@ fn kind_page(crd: &CustomResourceDefinition) -> String {
 /// Deepest nesting walked; the schemas are far shallower.
 const MAX_DEPTH: usize = 16;
 
-fn fields(out: &mut String, path: &str, schema: &Value, depth: usize) {
-    if depth > MAX_DEPTH {
-        return;
+/// A JSON Schema's fields as a Markdown table, each row named by its path
+/// from `path`: `a.b` for properties, `a[]` for array items, `a{}` for map
+/// values. Takes the CRD schemas (structural, inlined) and schemars' own
+/// output for other documents (the gateway config): nullable types, enums
+/// as `oneOf` of constants, internally tagged unions (`type: bearer`), and
+/// `$ref`s into `$defs` — a definition used once is listed in place, one
+/// used more often gets a section of its own ([`schema_sections`]) and a
+/// link.
+pub fn fields_table(path: &str, schema: &Value) -> String {
+    Tables::new(schema).table(path, schema)
+}
+
+/// A whole document's reference: a section per top-level property (its
+/// description, then [`fields_table`]), then one per shared definition.
+pub fn schema_sections(root: &Value) -> String {
+    let tables = Tables::new(root);
+    let mut out = String::new();
+    if let Some(props) = root.get("properties").and_then(Value::as_object) {
+        for (name, p) in props {
+            out.push_str(&format!("## `{name}`\n\n"));
+            let p = tables.resolved(p);
+            if let Some(d) = p.get("description").and_then(Value::as_str) {
+                out.push_str(&one_paragraph(d));
+                out.push_str("\n\n");
+            }
+            out.push_str(&tables.table_under(name, &p));
+            out.push('\n');
+        }
     }
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    for (name, p) in props {
-        let field = format!("{path}.{name}");
-        let (shown, inner) = element(&field, p);
-        let default = p
-            .get("default")
-            .map(|d| code(&d.to_string()))
-            .unwrap_or_default();
-        let mut description = p
-            .get("description")
-            .and_then(Value::as_str)
-            .map(one_paragraph)
-            .unwrap_or_default();
-        if let Some(rules) = p.get("x-kubernetes-validations").and_then(Value::as_array) {
-            for r in rules.iter().filter_map(|r| r.get("message")?.as_str()) {
-                description.push_str(&format!(" Rule: {r}."));
+    for name in &tables.shared {
+        let Some(def) = tables.def(name) else {
+            continue;
+        };
+        out.push_str(&format!("## {name}\n\n"));
+        if let Some(d) = def.get("description").and_then(Value::as_str) {
+            out.push_str(&one_paragraph(d));
+            out.push_str("\n\n");
+        }
+        if def.get("properties").is_some() || tagged_variants(def).is_some() {
+            out.push_str(&tables.table("", def));
+        } else {
+            out.push_str(&format!("{}\n", tables.type_of(def)));
+            if let Some(notes) = value_notes(def) {
+                out.push_str(&format!("\n{notes}\n"));
             }
         }
+        out.push('\n');
+    }
+    out
+}
+
+/// The `$defs` of one document and which of them are shared.
+struct Tables<'a> {
+    defs: Option<&'a serde_json::Map<String, Value>>,
+    /// Definitions referenced from more than one place.
+    shared: Vec<String>,
+}
+
+impl<'a> Tables<'a> {
+    fn new(root: &'a Value) -> Self {
+        let defs = root.get("$defs").and_then(Value::as_object);
+        let mut counts = std::collections::BTreeMap::<String, usize>::new();
+        count_refs(root, &mut counts, 0);
+        let shared = counts
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(name, _)| name)
+            .collect();
+        Tables { defs, shared }
+    }
+
+    fn def(&self, name: &str) -> Option<&'a Value> {
+        self.defs?.get(name)
+    }
+
+    /// `p` without its `null` alternative (schemars writes `Option<T>` as
+    /// `type: [T, "null"]` or `anyOf: [T, {type: null}]`) and, unless it
+    /// is shared, with its `$ref` replaced by the definition; `p`'s own
+    /// keywords (description, default) win over the definition's.
+    fn resolved(&self, p: &Value) -> Value {
+        let mut p = p.clone();
+        if let Some(alts) = p.get("anyOf").and_then(Value::as_array) {
+            let rest: Vec<&Value> = alts.iter().filter(|a| !is_null_type(a)).collect();
+            if rest.len() == 1 && rest.len() < alts.len() {
+                let inner = rest[0].clone();
+                if let (Some(o), Value::Object(i)) = (p.as_object_mut(), inner) {
+                    o.remove("anyOf");
+                    for (k, v) in i {
+                        o.entry(k).or_insert(v);
+                    }
+                }
+            }
+        }
+        if let Some(types) = p.get("type").and_then(Value::as_array) {
+            let rest: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+            if rest.len() == 1 {
+                p["type"] = rest[0].clone();
+            }
+        }
+        let target = p
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+            .map(str::to_string);
+        if let Some(name) = target.filter(|n| !self.shared.contains(n)) {
+            if let (Some(o), Some(Value::Object(d))) = (p.as_object_mut(), self.def(&name)) {
+                o.remove("$ref");
+                for (k, v) in d {
+                    o.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+            return self.resolved(&p);
+        }
+        p
+    }
+
+    fn table(&self, path: &str, schema: &Value) -> String {
+        self.table_under(path, &self.resolved(schema))
+    }
+
+    fn table_under(&self, path: &str, schema: &Value) -> String {
+        let mut out = String::from(
+            "| Field | Type | Required | Default | Description |\n|---|---|---|---|---|\n",
+        );
+        let (shown, inner) = element(path, schema);
+        let inner = self.resolved(inner);
+        self.fields(&mut out, &shown, &inner, 0, "");
+        out
+    }
+
+    fn fields(&self, out: &mut String, path: &str, schema: &Value, depth: usize, when: &str) {
+        if depth > MAX_DEPTH {
+            return;
+        }
+        if let Some((tag, variants)) = tagged_variants(schema) {
+            let values: Vec<String> = variants.iter().map(|(v, _)| code(v)).collect();
+            let notes: Vec<String> = variants
+                .iter()
+                .filter_map(|(v, s)| {
+                    let d = s.get("description")?.as_str()?;
+                    Some(format!("`{v}`: {}", one_paragraph(d)))
+                })
+                .collect();
+            self.row(
+                out,
+                &join(path, &tag),
+                &format!("string (one of {})", values.join(", ")),
+                true,
+                "",
+                &format!(
+                    "{when}Which kind; the rows below say which fields go with each. {}",
+                    notes.join(" ")
+                ),
+            );
+            for (value, variant) in &variants {
+                let when = format!("{when}With `{tag}: {value}`. ");
+                let mut variant = variant.clone();
+                if let Some(props) = variant.get_mut("properties").and_then(Value::as_object_mut) {
+                    props.remove(&tag);
+                }
+                self.fields(out, path, &variant, depth + 1, &when);
+            }
+            return;
+        }
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+            return;
+        };
+        for (name, p) in props {
+            let p = self.resolved(p);
+            let field = join(path, name);
+            let (shown, inner) = element(&field, &p);
+            let inner = self.resolved(inner);
+            let default = p
+                .get("default")
+                .filter(|d| !d.is_null())
+                // An object's default is in its fields' rows.
+                .filter(|d| !(d.is_object() && p.get("properties").is_some()))
+                .map(|d| code(&d.to_string()))
+                .unwrap_or_default();
+            let mut description = p
+                .get("description")
+                .and_then(Value::as_str)
+                .map(one_paragraph)
+                .unwrap_or_default();
+            if let Some(notes) = value_notes(&p) {
+                description.push(' ');
+                description.push_str(&notes);
+            }
+            if let Some(rules) = p.get("x-kubernetes-validations").and_then(Value::as_array) {
+                for r in rules.iter().filter_map(|r| r.get("message")?.as_str()) {
+                    description.push_str(&format!(" Rule: {r}."));
+                }
+            }
+            self.row(
+                out,
+                &field,
+                &self.type_of(&p),
+                required.contains(&name.as_str()),
+                &default,
+                &format!("{when}{description}"),
+            );
+            self.fields(out, &shown, &inner, depth + 1, when);
+        }
+    }
+
+    fn row(
+        &self,
+        out: &mut String,
+        field: &str,
+        ty: &str,
+        required: bool,
+        default: &str,
+        description: &str,
+    ) {
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {} |\n",
-            cell(&field),
-            type_of(p),
-            if required.contains(&name.as_str()) {
-                "yes"
-            } else {
-                ""
-            },
+            cell(field),
+            ty,
+            if required { "yes" } else { "" },
             default,
-            cell(&description),
+            cell(description.trim_end()),
         ));
-        fields(out, &shown, inner, depth + 1);
     }
+
+    /// A shared definition's link, or the type as [`type_of`] says it.
+    fn type_of(&self, p: &Value) -> String {
+        let link = |r: &Value| {
+            let name = r.as_str()?.strip_prefix("#/$defs/")?;
+            self.shared
+                .iter()
+                .any(|s| s == name)
+                .then(|| format!("[{name}](#{})", name.to_ascii_lowercase()))
+        };
+        if let Some(l) = p.get("$ref").and_then(link) {
+            return l;
+        }
+        if let Some(l) = p.pointer("/items/$ref").and_then(link) {
+            return format!("{l}[]");
+        }
+        if let Some(l) = p.pointer("/additionalProperties/$ref").and_then(link) {
+            return format!("map of {l}");
+        }
+        let mut p = p.clone();
+        for k in ["items", "additionalProperties"] {
+            if let Some(inner) = p.get(k).filter(|v| v.is_object()) {
+                p[k] = self.resolved(inner);
+            }
+        }
+        type_of(&p)
+    }
+}
+
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
+}
+
+fn is_null_type(v: &Value) -> bool {
+    v.get("type").and_then(Value::as_str) == Some("null")
+}
+
+fn count_refs(v: &Value, counts: &mut std::collections::BTreeMap<String, usize>, depth: usize) {
+    if depth > 4 * MAX_DEPTH {
+        return;
+    }
+    match v {
+        Value::Object(o) => {
+            for (k, v) in o {
+                match (
+                    k.as_str(),
+                    v.as_str().and_then(|r| r.strip_prefix("#/$defs/")),
+                ) {
+                    ("$ref", Some(name)) => *counts.entry(name.to_string()).or_default() += 1,
+                    _ => count_refs(v, counts, depth + 1),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|v| count_refs(v, counts, depth + 1)),
+        _ => {}
+    }
+}
+
+/// The values of an enum, with what each means when the schema says:
+/// `enum: [...]`, or schemars' `oneOf` of constants for documented
+/// variants.
+fn enum_values(p: &Value) -> Option<Vec<(String, Option<String>)>> {
+    if let Some(e) = p.get("enum").and_then(Value::as_array) {
+        return Some(e.iter().map(|v| (plain(v), None)).collect());
+    }
+    let alts = p.get("oneOf")?.as_array()?;
+    alts.iter()
+        .map(|a| {
+            let v = a
+                .get("const")
+                .or_else(|| a.get("enum")?.as_array().filter(|e| e.len() == 1)?.first())?;
+            let d = a
+                .get("description")
+                .and_then(Value::as_str)
+                .map(one_paragraph);
+            Some((plain(v), d))
+        })
+        .collect()
+}
+
+/// What each documented value of an enum means, for the description.
+fn value_notes(p: &Value) -> Option<String> {
+    let notes: Vec<String> = enum_values(p)?
+        .into_iter()
+        .filter_map(|(v, d)| Some(format!("`{v}`: {}", d?)))
+        .collect();
+    (!notes.is_empty()).then(|| notes.join(" "))
+}
+
+/// An internally tagged union (serde's `tag = "type"`): its tag property
+/// and each variant by its tag value.
+fn tagged_variants(p: &Value) -> Option<(String, Vec<(String, Value)>)> {
+    let alts = p.get("oneOf")?.as_array()?;
+    let first = alts.first()?.get("properties")?.as_object()?;
+    let tag = first
+        .iter()
+        .find(|(_, s)| s.get("const").is_some())
+        .map(|(k, _)| k.clone())?;
+    let variants = alts
+        .iter()
+        .map(|a| {
+            let value = a.pointer(&format!("/properties/{tag}/const"))?;
+            Some((plain(value), a.clone()))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some((tag, variants))
 }
 
 /// The path and schema under which a field's own fields are listed:
@@ -150,7 +443,12 @@ fn element<'a>(field: &str, p: &'a Value) -> (String, &'a Value) {
 }
 
 fn type_of(p: &Value) -> String {
-    let t = p.get("type").and_then(Value::as_str).unwrap_or("");
+    let values = enum_values(p);
+    let t = match p.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        _ if values.is_some() => "string",
+        _ => "",
+    };
     let t = match t {
         "array" => match p.pointer("/items/type").and_then(Value::as_str) {
             Some(i) => format!("{i}[]"),
@@ -167,19 +465,45 @@ fn type_of(p: &Value) -> String {
         }
         "" if p.get("x-kubernetes-int-or-string").is_some() => "int or string".to_string(),
         "" if p.get("x-kubernetes-preserve-unknown-fields").is_some() => "any".to_string(),
+        "" if tagged_variants(p).is_some() => "object".to_string(),
         t => t.to_string(),
     };
     let mut extra = Vec::new();
-    if let Some(e) = p.get("enum").and_then(Value::as_array) {
-        let values: Vec<String> = e.iter().map(|v| code(&plain(v))).collect();
+    if let Some(values) = values {
+        let values: Vec<String> = values.iter().map(|(v, _)| code(v)).collect();
         extra.push(format!("one of {}", values.join(", ")));
     }
     if let Some(pattern) = p.get("pattern").and_then(Value::as_str) {
         extra.push(format!("pattern {}", code(pattern)));
     }
-    for (k, what) in [("minimum", "≥"), ("maximum", "≤")] {
-        if let Some(n) = p.get(k) {
-            extra.push(format!("{what} {n}"));
+    // schemars bounds every Rust integer type by its range; only bounds
+    // of the field's own are worth a word.
+    let format = p.get("format").and_then(Value::as_str).unwrap_or("");
+    let type_bound = |n: &Value| match format {
+        "uint8" => n == 0 || n == u8::MAX,
+        "uint16" => n == 0 || n == u16::MAX,
+        "uint32" => n == 0 || n == u32::MAX,
+        "uint64" | "uint" => n == 0 || n == u64::MAX,
+        _ => false,
+    };
+    for (k, exclusive, what) in [
+        ("minimum", "exclusiveMinimum", ["≥", ">"]),
+        ("maximum", "exclusiveMaximum", ["≤", "<"]),
+    ] {
+        // OpenAPI 3.0 (`exclusiveMinimum: true` beside `minimum`) or
+        // draft 2020-12 (`exclusiveMinimum: 0`).
+        match p.get(exclusive) {
+            Some(Value::Number(n)) => extra.push(format!("{} {n}", what[1])),
+            Some(Value::Bool(true)) => {
+                if let Some(n) = p.get(k) {
+                    extra.push(format!("{} {n}", what[1]));
+                }
+            }
+            _ => {
+                if let Some(n) = p.get(k).filter(|n| !type_bound(n)) {
+                    extra.push(format!("{} {n}", what[0]));
+                }
+            }
         }
     }
     for (k, what) in [
@@ -209,10 +533,18 @@ fn plain(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_string)
 }
 
-/// A description on one line: schema descriptions keep their source's
-/// line breaks.
+/// A description on one line (schema descriptions keep their source's
+/// line breaks), without rustdoc's links: ` ([`X`])` names a Rust item for
+/// readers of the code and goes, `[`X`]` becomes `` `X` ``.
 fn one_paragraph(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    while let Some(start) = s.find(" ([`") {
+        match s[start..].find("`])") {
+            Some(end) => s.replace_range(start..start + end + 3, ""),
+            None => break,
+        }
+    }
+    s.replace("[`", "`").replace("`]", "`")
 }
 
 /// A code span in a table cell, whatever backticks `s` holds.

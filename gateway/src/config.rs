@@ -49,14 +49,16 @@ pub use catalog::runtime::*;
 use crate::identity::inbound::config::InboundConfig;
 
 /// The whole gateway config file.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct GatewayFile {
     /// Who may call (authentication of MCP clients).
     pub inbound: InboundConfig,
-    /// Settings per catalog prefix; `None` when the key is absent (with
-    /// `serve --kube` it must be: the operator publishes them). A prefix
-    /// given twice is an error, not the last one winning.
+    /// Settings per tool prefix. Leave it out with `serve --kube`: the
+    /// operator publishes them. A prefix given twice is an error, not the
+    /// last one winning.
     #[serde(deserialize_with = "unique_prefixes")]
     pub upstreams: Option<BTreeMap<String, UpstreamEntry>>,
     /// How `/mcp` and `/mcp/{prefix}` list their tools.
@@ -72,10 +74,18 @@ pub struct GatewayFile {
 ///   toolLabels: auto      # auto | on | off
 ///   toolLabelLimit: 1000  # auto: per-tool series up to this many tools
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct MetricsConfig {
+    /// Whether `mcp_server_operation_duration_seconds` has per-tool series
+    /// (`--metrics-tool-labels`).
+    #[schemars(extend("default" = "auto"))]
     pub tool_labels: Option<crate::observe::metrics::ToolLabels>,
+    /// `auto` labels per tool while the served catalog has at most this
+    /// many tools (`--metrics-tool-label-limit`).
+    #[schemars(extend("default" = crate::observe::metrics::DEFAULT_TOOL_LABEL_LIMIT))]
     pub tool_label_limit: Option<usize>,
 }
 
@@ -90,7 +100,9 @@ pub struct MetricsConfig {
 ///   descriptions:
 ///     searchTools: "Find tools of our internal APIs by what they do."
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ListingConfig {
     /// `/mcp` without `?mode=`.
@@ -148,7 +160,9 @@ impl GatewayFile {
 /// flattened: `baseUrl`, `auth`, limits, ...) and, when the gateway
 /// compiles its own catalog, where its tools come from and how they are
 /// compiled — the fields of an McpUpstream with the same names.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpstreamEntry {
     /// The OpenAPI document. Without it the upstream's tools come from
@@ -179,7 +193,9 @@ pub struct UpstreamEntry {
 
 /// Where an upstream's OpenAPI document comes from: exactly one of `file`
 /// and `url`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OpenApiSource {
     /// A file; a relative path resolves against the config file's
@@ -320,6 +336,51 @@ impl UpstreamEntry {
             ));
         }
         Ok(())
+    }
+}
+
+/// The config file's JSON Schema (draft 2020-12): what the reference page
+/// `docs/reference/gateway-file.md` is rendered from, and what an editor's
+/// YAML language server checks a `gateway.yaml` against
+/// (`docs/reference/gateway-file.schema.json`). Checks made in code
+/// ([`parse_file`]: a prefix given twice, `file` or `url`) are not in it.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<GatewayFile>()
+        .to_value();
+    numeric_exclusive_bounds(&mut schema);
+    schema
+}
+
+/// The settings types shared with the CRDs write an exclusive bound as
+/// OpenAPI 3.0 does (`minimum: 0, exclusiveMinimum: true`, which a
+/// structural schema needs); draft 2020-12 wants `exclusiveMinimum: 0`.
+fn numeric_exclusive_bounds(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Object(o) => {
+            for (exclusive, bound) in [
+                ("exclusiveMinimum", "minimum"),
+                ("exclusiveMaximum", "maximum"),
+            ] {
+                match o.get(exclusive) {
+                    Some(Value::Bool(true)) => {
+                        match o.remove(bound) {
+                            Some(b) => o.insert(exclusive.to_string(), b),
+                            None => o.remove(exclusive),
+                        };
+                    }
+                    Some(Value::Bool(false)) => {
+                        o.remove(exclusive);
+                    }
+                    _ => {}
+                }
+            }
+            o.values_mut().for_each(numeric_exclusive_bounds);
+        }
+        Value::Array(a) => a.iter_mut().for_each(numeric_exclusive_bounds),
+        _ => {}
     }
 }
 

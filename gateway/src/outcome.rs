@@ -42,28 +42,43 @@ pub enum ErrorType {
     Internal,
 }
 
-impl ErrorType {
-    /// The `error_type` label value.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ErrorType::InvalidArguments => "invalid_arguments",
-            ErrorType::RateLimited => "rate_limited",
-            ErrorType::UnknownTool => "unknown_tool",
-            ErrorType::Forbidden => "forbidden",
-            ErrorType::UpstreamStatus => "upstream_status",
-            ErrorType::UpstreamUnreachable => "upstream_unreachable",
-            ErrorType::UpstreamTimeout => "upstream_timeout",
-            ErrorType::UpstreamAuth => "upstream_auth",
-            ErrorType::ResponseValidation => "response_validation",
-            ErrorType::Transform => "transform",
-            ErrorType::Overloaded => "overloaded",
-            ErrorType::ResponseTooLarge => "response_too_large",
-            ErrorType::Cancelled => "cancelled",
-            ErrorType::InvalidParams => "invalid_params",
-            ErrorType::Internal => "internal",
-        }
-    }
+/// `ErrorType::as_str` and `ErrorType::ALL` from one list, so `ALL`
+/// cannot miss a variant `as_str` names (its match is exhaustive).
+macro_rules! error_types {
+    ($($variant:ident => $text:literal),+ $(,)?) => {
+        impl ErrorType {
+            /// Every error type, for the metrics reference.
+            pub const ALL: &'static [ErrorType] = &[$(ErrorType::$variant),+];
 
+            /// The `error_type` label value.
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $(ErrorType::$variant => $text),+
+                }
+            }
+        }
+    };
+}
+
+error_types!(
+    InvalidArguments => "invalid_arguments",
+    RateLimited => "rate_limited",
+    UnknownTool => "unknown_tool",
+    Forbidden => "forbidden",
+    UpstreamStatus => "upstream_status",
+    UpstreamUnreachable => "upstream_unreachable",
+    UpstreamTimeout => "upstream_timeout",
+    UpstreamAuth => "upstream_auth",
+    ResponseValidation => "response_validation",
+    Transform => "transform",
+    Overloaded => "overloaded",
+    ResponseTooLarge => "response_too_large",
+    Cancelled => "cancelled",
+    InvalidParams => "invalid_params",
+    Internal => "internal",
+);
+
+impl ErrorType {
     /// The type of a protocol error the handler returned.
     pub(crate) fn of_protocol_error(e: &rmcp::ErrorData) -> ErrorType {
         if e.code == rmcp::model::ErrorCode::INVALID_PARAMS {

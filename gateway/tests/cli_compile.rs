@@ -746,3 +746,86 @@ fn the_cli_reference_page_is_current() {
     );
     toolgate_tests::reference::check_or_bless("cli-toolgate.md", &page, REGENERATE);
 }
+
+const CONFIG_REGENERATE: &str =
+    "TOOLGATE_BLESS=1 cargo test -p gateway --test cli_compile the_config_file_reference";
+
+#[test]
+fn the_config_file_reference_and_its_schema_are_current() {
+    let schema = gateway::config::json_schema();
+    let page = toolgate_tests::reference::schema_page(
+        "Gateway config file",
+        "Every field of the file given to `toolgate serve --config` (and `toolgate compile \
+         --config`), from the gateway's own types. Every field has a default: an empty file \
+         means defaults. How to use it: [the guide](../guide/gateway-config.md). The same as \
+         a JSON Schema, for editors: [gateway-file.schema.json](gateway-file.schema.json) \
+         (e.g. `# yaml-language-server: $schema=<url of that file>` at the top of the file).",
+        &schema,
+        CONFIG_REGENERATE,
+    );
+    toolgate_tests::reference::check_or_bless("gateway-file.md", &page, CONFIG_REGENERATE);
+    let json = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+    toolgate_tests::reference::check_or_bless("gateway-file.schema.json", &json, CONFIG_REGENERATE);
+}
+
+/// The published schema says what the gateway reads: files it accepts
+/// validate, files it refuses for a field or a value do not.
+#[test]
+fn the_config_file_schema_agrees_with_the_gateway() {
+    let validator = jsonschema::validator_for(&gateway::config::json_schema()).unwrap();
+    let example =
+        std::fs::read_to_string(workspace().join("deploy/examples/local/toolgate.yaml")).unwrap();
+    let cases: [(&str, &str, bool); 8] = [
+        ("the local example", &example, true),
+        (
+            "outbound auth of each kind",
+            "upstreams:\n  a: {auth: {type: bearer, token: {file: /t}}}\n  \
+             b: {auth: {type: apiKey, in: header, name: X-Key, value: {env: KEY}}}\n  \
+             c: {auth: {type: oauth2ClientCredentials, tokenUrl: 'https://t', \
+             clientId: {value: id}, clientSecret: {file: /s}, scopes: [r]}}\n",
+            true,
+        ),
+        (
+            "inbound and listing",
+            "inbound:\n  resource: https://mcp.example.com/mcp\n  \
+             jwt: [{issuer: 'https://idp', audiences: [mcp]}]\n  defaultAccess: deny\n\
+             listing: {mode: search, pinned: [a__b]}\nmetrics: {toolLabels: off}\n",
+            true,
+        ),
+        (
+            "an unknown field",
+            "upstreams:\n  a: {baseUrl: 'http://x', timeout: 3}\n",
+            false,
+        ),
+        (
+            "an unknown auth type",
+            "upstreams:\n  a: {auth: {type: kerberos}}\n",
+            false,
+        ),
+        (
+            "a field of another auth type",
+            "upstreams:\n  a: {auth: {type: bearer, token: {file: /t}, name: X}}\n",
+            false,
+        ),
+        ("an unknown listing mode", "listing: {mode: some}\n", false),
+        ("a wrong type", "inbound: {leewaySeconds: soon}\n", false),
+    ];
+    for (what, yaml, valid) in cases {
+        let value: serde_json::Value = yaml_serde::from_str(yaml).unwrap();
+        let gateway = yaml_serde::from_str::<gateway::config::GatewayFile>(yaml).map(|_| ());
+        let schema: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            gateway.is_ok(),
+            valid,
+            "{what}: the gateway says {gateway:?}"
+        );
+        assert_eq!(
+            schema.is_empty(),
+            valid,
+            "{what}: the schema says {schema:?}"
+        );
+    }
+}

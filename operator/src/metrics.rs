@@ -424,6 +424,57 @@ mod tests {
     use super::*;
     use toolgate_tests::prometheus::parse;
 
+    /// `docs/reference/metrics-operator.md`: every family, and every value
+    /// of every label, from an operator that has seen each.
+    #[test]
+    fn the_metrics_reference_page_is_current() {
+        use toolgate_tests::reference::{check_or_bless, metrics_page, LabelDoc};
+        const REGENERATE: &str =
+            "TOOLGATE_BLESS=1 cargo test -p toolgate-operator --lib the_metrics_reference_page_is_current";
+
+        // New() starts every kind, result and error at 0.
+        let m = Metrics::new();
+        for (i, reason) in Reason::ALL.iter().enumerate() {
+            m.upstream_reported(&format!("ns/u{i}"), *reason, false);
+        }
+        let scrape = m.encode().unwrap();
+        let labels = [
+            LabelDoc {
+                name: "kind",
+                means: "The kind a controller reconciled.",
+                closed: true,
+            },
+            LabelDoc {
+                name: "result",
+                means: "How the reconcile ended; `error`: it is retried.",
+                closed: true,
+            },
+            LabelDoc {
+                name: "error",
+                means: "Why a reconcile failed (and is retried).",
+                closed: true,
+            },
+            LabelDoc {
+                name: "reason",
+                means: "The reason of an McpUpstream's `Ready` condition \
+                        ([conditions](conditions.md)).",
+                closed: true,
+            },
+        ];
+        let page = metrics_page(
+            "Operator metrics",
+            "Served by `toolgate-operator` on `GET /metrics` of its health listener \
+             (`--health-addr`) as OpenMetrics text. Every series of a closed label set is \
+             there at 0 from the start; the `toolgate_operator_upstreams` gauges are the \
+             leader's. How to scrape them and what to alert on: \
+             [Metrics](../guide/metrics.md).",
+            &scrape,
+            &labels,
+            REGENERATE,
+        );
+        check_or_bless("metrics-operator.md", &page, REGENERATE);
+    }
+
     /// The names the chart's dashboard and alerts query: renaming one is
     /// a breaking change.
     #[test]

@@ -11,6 +11,10 @@ use crate::outcome::ErrorType;
 macro_rules! label_value {
     ($ty:ty, $($variant:ident => $text:literal),+ $(,)?) => {
         impl $ty {
+            /// Every value, for the metrics reference.
+            #[allow(unreachable_pub, dead_code)]
+            pub const ALL: &'static [$ty] = &[$(Self::$variant),+];
+
             /// The label value.
             // NB: as public as the type it is generated for.
             #[allow(unreachable_pub)]

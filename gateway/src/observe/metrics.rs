@@ -67,6 +67,7 @@ const DURATION_BUCKETS: [f64; 14] = [
     clap::ValueEnum,
     serde::Serialize,
     serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum ToolLabels {
@@ -499,6 +500,119 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `docs/reference/metrics-gateway.md`: every family, and every value
+    /// of every closed label, from a gateway that has seen each.
+    #[test]
+    fn the_metrics_reference_page_is_current() {
+        use super::super::labels::HttpMethod;
+        use toolgate_tests::reference::{check_or_bless, metrics_page, LabelDoc};
+        const REGENERATE: &str =
+            "TOOLGATE_BLESS=1 cargo test -p gateway --lib the_metrics_reference_page_is_current";
+
+        let m = Metrics::new(ToolLabelSettings {
+            mode: ToolLabels::On,
+            limit: DEFAULT_TOOL_LABEL_LIMIT,
+        });
+        m.catalog_served(1, "sha256:…");
+        m.session(true);
+        m.reload(ReloadResult::Success);
+        for method in McpMethod::ALL {
+            let errors = ErrorType::ALL.iter().copied().map(Some).chain([None]);
+            for error in errors {
+                m.operation(*method, Some("pets__get_pet"), error, Duration::ZERO);
+            }
+        }
+        for method in HttpMethod::ALL {
+            for status_class in StatusClass::ALL {
+                m.upstream_requests
+                    .get_or_create(&UpstreamRequestLabels {
+                        upstream: "pets".into(),
+                        http_request_method: *method,
+                        status_class: *status_class,
+                    })
+                    .observe(0.0);
+            }
+        }
+        for direction in Direction::ALL {
+            m.validation_failure(*direction, "pets");
+        }
+        m.rate_limited("pets");
+        m.session_refused(true);
+        m.session_evicted();
+        let scrape = m.encode(Format::Prometheus).unwrap();
+        let labels = [
+            LabelDoc {
+                name: "mcp_method_name",
+                means: "The JSON-RPC method of the MCP request.",
+                closed: true,
+            },
+            LabelDoc {
+                name: "gen_ai_tool_name",
+                means: "The tool of a `tools/call`: empty for other methods, and for every \
+                        call while tool labels are off (`--metrics-tool-labels`, \
+                        `--metrics-tool-label-limit`).",
+                closed: false,
+            },
+            LabelDoc {
+                name: "error_type",
+                means: "Why the request or the call failed; empty for a success.",
+                closed: true,
+            },
+            LabelDoc {
+                name: "upstream",
+                means: "The upstream's tool prefix.",
+                closed: false,
+            },
+            LabelDoc {
+                name: "http_request_method",
+                means: "The method of the request to the upstream (`_OTHER` for one not \
+                        listed).",
+                closed: true,
+            },
+            LabelDoc {
+                name: "status_class",
+                means: "What the upstream answered; `error`: no usable response \
+                        (unreachable, timed out, too large).",
+                closed: true,
+            },
+            LabelDoc {
+                name: "direction",
+                means: "`request`: the tool's arguments; `response`: the upstream's \
+                        response.",
+                closed: true,
+            },
+            LabelDoc {
+                name: "result",
+                means: "Whether the catalog loaded.",
+                closed: true,
+            },
+            LabelDoc {
+                name: "hash",
+                means: "The served catalog's hash, as `/status` and the replica's \
+                        McpGatewayReplica show it.",
+                closed: false,
+            },
+            LabelDoc {
+                name: "reason",
+                means: "Why a request was refused (`toolgate_auth_denials`), or a session \
+                        refused or closed (`toolgate_sessions_*`).",
+                closed: true,
+            },
+        ];
+        let page = metrics_page(
+            "Gateway metrics",
+            "Served by `toolgate serve` on `GET /metrics` of its metrics listener \
+             (`--metrics-addr`, default `0.0.0.0:9090`; never the MCP port) as Prometheus \
+             text, or OpenMetrics when the scraper asks for it. Counters of a closed label \
+             set are there at 0 from the start. How to scrape them and what to alert on: \
+             [Metrics](../guide/metrics.md).",
+            &scrape,
+            &labels,
+            REGENERATE,
+        );
+        check_or_bless("metrics-gateway.md", &page, REGENERATE);
+    }
 
     #[test]
     fn auto_labels_tools_up_to_the_limit() {

@@ -48,7 +48,7 @@ pub(crate) const DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES: usize = 4096;
 /// Default most cached active answers (inactive ones: as many again, apart).
 pub(crate) const DEFAULT_INTROSPECTION_CACHE_ENTRIES: usize = 10_000;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct InboundConfig {
     /// The gateway's public URL, as clients reach it (RFC 9728 `resource`).
@@ -56,12 +56,13 @@ pub struct InboundConfig {
     pub resource: Option<String>,
     /// Trusted token issuers.
     pub jwt: Vec<JwtIssuer>,
+    /// Static API keys, for callers that are programs (CI, scripts).
     pub api_keys: Option<ApiKeysConfig>,
     /// RFC 7662 token introspection, for opaque tokens.
     pub introspection: Option<IntrospectionConfig>,
     /// Where subject, scopes and groups are read from in tokens.
     pub claims: ClaimNames,
-    /// Clock-skew leeway in seconds. Default [`DEFAULT_LEEWAY_SECONDS`].
+    /// Clock-skew leeway in seconds ([`DEFAULT_LEEWAY_SECONDS`]).
     pub leeway_seconds: u64,
     /// Advertised in the protected resource metadata.
     pub scopes_supported: Vec<String>,
@@ -69,11 +70,11 @@ pub struct InboundConfig {
     pub default_access: DefaultAccess,
     /// Shortest time between two JWKS fetches of one issuer caused by an
     /// unknown `kid` (a key rotated at the issuer): tokens with made-up
-    /// `kid`s cannot make the gateway hammer the issuer. Default
-    /// [`DEFAULT_JWKS_MIN_REFETCH_SECONDS`].
+    /// `kid`s cannot make the gateway hammer the issuer
+    /// ([`DEFAULT_JWKS_MIN_REFETCH_SECONDS`]).
     pub jwks_min_refetch_seconds: u64,
     /// Age at which an issuer's keys are fetched again, in the background
-    /// while they keep serving. Default [`DEFAULT_JWKS_REFRESH_SECONDS`].
+    /// while they keep serving ([`DEFAULT_JWKS_REFRESH_SECONDS`]).
     pub jwks_refresh_seconds: u64,
 }
 
@@ -213,7 +214,7 @@ pub(crate) fn http_url(s: &str) -> Result<reqwest::Url, String> {
     Ok(u)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JwtIssuer {
     /// Must equal the token's `iss`.
@@ -225,7 +226,7 @@ pub struct JwtIssuer {
     pub jwks_url: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ApiKeysConfig {
     /// `name: key` lines (YAML): the name is the caller's subject. Re-read
@@ -233,14 +234,17 @@ pub struct ApiKeysConfig {
     pub file: PathBuf,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IntrospectionConfig {
+    /// The identity provider's introspection endpoint (RFC 7662).
     pub url: String,
+    /// The gateway's client id at the endpoint (HTTP Basic).
     pub client_id: String,
+    /// The gateway's client secret at the endpoint.
     pub client_secret: SecretRef,
-    /// Longest reuse of a result (never past the token's `exp`). Default
-    /// [`DEFAULT_INTROSPECTION_CACHE_SECONDS`].
+    /// Longest reuse of a result, never past the token's `exp`
+    /// ([`DEFAULT_INTROSPECTION_CACHE_SECONDS`]).
     #[serde(default = "default_introspection_cache")]
     pub cache_ttl_seconds: u64,
     /// An active answer's `aud` (a string or a list) must name one of
@@ -257,21 +261,21 @@ pub struct IntrospectionConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
     /// Most requests to the endpoint in flight at once; past it a token
-    /// not cached is answered 503 with `Retry-After`. Default
-    /// [`DEFAULT_INTROSPECTION_MAX_CONCURRENT`].
+    /// not cached is answered 503 with `Retry-After`
+    /// ([`DEFAULT_INTROSPECTION_MAX_CONCURRENT`]).
     #[serde(default = "default_introspection_concurrency")]
     pub max_concurrent_requests: u32,
     /// Most requests to the endpoint per second, and the burst; past it
-    /// likewise 503. Default [`DEFAULT_INTROSPECTION_MAX_PER_SECOND`].
+    /// likewise 503 ([`DEFAULT_INTROSPECTION_MAX_PER_SECOND`]).
     #[serde(default = "default_introspection_rate")]
     pub max_requests_per_second: u32,
-    /// Longer tokens are refused without asking the endpoint. Default
-    /// [`DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES`].
+    /// Longer tokens are refused without asking the endpoint
+    /// ([`DEFAULT_INTROSPECTION_MAX_TOKEN_BYTES`]).
     #[serde(default = "default_introspection_token_bytes")]
     pub max_token_bytes: usize,
     /// Most active answers cached; inactive answers are cached apart, as
-    /// many at most, so they never push active ones out. Default
-    /// [`DEFAULT_INTROSPECTION_CACHE_ENTRIES`].
+    /// many at most, so they never push active ones out
+    /// ([`DEFAULT_INTROSPECTION_CACHE_ENTRIES`]).
     #[serde(default = "default_introspection_entries")]
     pub cache_max_entries: usize,
 }
@@ -296,13 +300,16 @@ fn default_introspection_entries() -> usize {
     DEFAULT_INTROSPECTION_CACHE_ENTRIES
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ClaimNames {
+    /// The caller's subject: with the issuer, who the caller is.
     pub subject: String,
     /// A space-separated string or a list; `scp` is read when this claim
     /// is absent.
     pub scopes: String,
+    /// The claim holding the caller's groups; access rules read it as
+    /// `claims.groups`, whatever the issuer calls it.
     pub groups: String,
 }
 

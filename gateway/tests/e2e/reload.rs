@@ -184,6 +184,13 @@ impl Served {
         .unwrap_or_else(|_| panic!("timed out waiting for a log line with {parts:?}"))
     }
 
+    /// SIGKILL, as the kernel's OOM killer or a node failure stops a pod:
+    /// no drain, every connection closed at once.
+    pub(crate) fn sigkill(&mut self) {
+        self.child.kill().expect("kill runs");
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM.
     pub(crate) fn sigterm(&self) {
         let pid = self.child.id().to_string();

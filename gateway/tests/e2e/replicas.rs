@@ -126,13 +126,18 @@ impl Load {
                 } else {
                     ("pets__get_pet", json!({"id": "7"}))
                 };
-                let failure = match try_call(&client, tool, args).await {
-                    Ok(r) if !is_error(&r) => {
+                let mut params = rmcp::model::CallToolRequestParams::new(tool.to_string());
+                params.arguments = Some(crate::support::args(args));
+                // A call that never answers is a failure the client sees
+                // at its own timeout, not a reason to stop the load.
+                let failure = match tokio::time::timeout(WAIT, client.call_tool(params)).await {
+                    Ok(Ok(r)) if !is_error(&r) => {
                         me.ok.fetch_add(1, Ordering::SeqCst);
                         continue;
                     }
-                    Ok(r) => text(&r),
-                    Err(e) => e.to_string(),
+                    Ok(Ok(r)) => text(&r),
+                    Ok(Err(e)) => format!("{tool}: {e}"),
+                    Err(_) => format!("{tool}: no answer within {WAIT:?}"),
                 };
                 me.failed.fetch_add(1, Ordering::SeqCst);
                 {
@@ -154,6 +159,12 @@ impl Load {
     }
 
     pub(crate) async fn finish(&self, tasks: Vec<tokio::task::JoinHandle<()>>) {
+        self.stop(tasks).await;
+        self.check();
+    }
+
+    /// Stops the load, failed calls or not.
+    pub(crate) async fn stop(&self, tasks: Vec<tokio::task::JoinHandle<()>>) {
         self.stop.store(true, Ordering::SeqCst);
         for t in tasks {
             tokio::time::timeout(WAIT, t)
@@ -161,7 +172,15 @@ impl Load {
                 .expect("timed out stopping the load")
                 .unwrap();
         }
-        self.check();
+    }
+
+    pub(crate) fn failed(&self) -> usize {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// The first failures, as the clients saw them.
+    pub(crate) fn failures(&self) -> Vec<String> {
+        self.failures.lock().unwrap().clone()
     }
 
     /// Calls made so far, failed or not.

@@ -35,6 +35,9 @@ struct Nginx {
     port: u16,
     child: Child,
     generation: usize,
+    /// `proxy_next_upstream`: `off` shows every failed request to the
+    /// client; `error timeout` is ingress-nginx's default.
+    next_upstream: &'static str,
     /// New connections only, so `/generation` is answered by a worker of
     /// the current configuration.
     http: reqwest::Client,
@@ -51,8 +54,19 @@ impl Drop for Nginx {
 }
 
 impl Nginx {
-    /// Starts nginx proxying to `upstreams` (host:port).
+    /// Starts nginx proxying to `upstreams` (host:port), retrying no
+    /// request on another upstream.
     async fn start(bin: PathBuf, dir: &Path, upstreams: &[&str]) -> Nginx {
+        Nginx::start_with(bin, dir, upstreams, "off").await
+    }
+
+    /// [`Nginx::start`] with a `proxy_next_upstream` policy.
+    async fn start_with(
+        bin: PathBuf,
+        dir: &Path,
+        upstreams: &[&str],
+        next_upstream: &'static str,
+    ) -> Nginx {
         std::fs::create_dir_all(dir.join("tmp")).unwrap();
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
@@ -66,7 +80,7 @@ impl Nginx {
                 .local_addr()
                 .unwrap()
                 .port();
-            write_config(dir, port, 0, upstreams);
+            write_config(dir, port, 0, upstreams, next_upstream);
             let child = command(&bin, dir)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -78,6 +92,7 @@ impl Nginx {
                 port,
                 child,
                 generation: 0,
+                next_upstream,
                 http: http.clone(),
             };
             if n.serves_generation().await {
@@ -115,7 +130,13 @@ impl Nginx {
     /// new connections are served by the new configuration.
     async fn route_to(&mut self, upstreams: &[&str]) {
         self.generation += 1;
-        write_config(&self.dir, self.port, self.generation, upstreams);
+        write_config(
+            &self.dir,
+            self.port,
+            self.generation,
+            upstreams,
+            self.next_upstream,
+        );
         let status = command(&self.bin, &self.dir)
             .args(["-s", "reload"])
             .status()
@@ -133,18 +154,17 @@ impl Nginx {
         );
     }
 
-    /// The access log: (upstream address, status, method, URI) per request.
+    /// The access log: (upstream addresses, status, method, URI) per
+    /// request; the addresses are `a, b` when nginx tried two.
     fn requests(&self) -> Vec<(String, u16, String, String)> {
         let text = std::fs::read_to_string(self.dir.join("access.log")).unwrap_or_default();
         text.lines()
-            .filter_map(|l| {
-                let mut f = l.split(' ');
-                Some((
-                    f.next()?.to_string(),
-                    f.next()?.parse().ok()?,
-                    f.next()?.to_string(),
-                    f.next()?.to_string(),
-                ))
+            .map(|l| {
+                let mut f = l.splitn(4, ' ');
+                let mut next = || f.next().unwrap_or_default().to_string();
+                let (status, method, uri, upstream) = (next(), next(), next(), next());
+                let status = status.parse().unwrap_or_else(|_| panic!("access log: {l}"));
+                (upstream, status, method, uri)
             })
             .collect()
     }
@@ -176,7 +196,7 @@ fn command(bin: &Path, dir: &Path) -> Command {
 
 /// `dir/nginx.conf`: listen on `port`, proxy to `upstreams` (host:port),
 /// answer `/generation` with `generation`.
-fn write_config(dir: &Path, port: u16, generation: usize, upstreams: &[&str]) {
+fn write_config(dir: &Path, port: u16, generation: usize, upstreams: &[&str], next_upstream: &str) {
     // `max_fails=0`: nginx would otherwise take a server that refused a
     // connection out of rotation for 10 s on its own, hiding the failures
     // of the following requests; ingress-nginx's balancer does not.
@@ -198,7 +218,9 @@ http {{
     fastcgi_temp_path {dir_text}/tmp/fastcgi;
     uwsgi_temp_path {dir_text}/tmp/uwsgi;
     scgi_temp_path {dir_text}/tmp/scgi;
-    log_format calls '$upstream_addr $status $request_method $request_uri';
+    # The upstream address last: a request retried on another server
+    # logs every address tried, `a, b`.
+    log_format calls '$status $request_method $request_uri $upstream_addr';
     access_log {dir_text}/access.log calls;
     upstream gateway {{
 {servers}        keepalive 16;
@@ -217,9 +239,11 @@ http {{
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host $host;
-            # A failed request is the client's failure, not retried on
-            # another upstream where it would go unnoticed.
-            proxy_next_upstream off;
+            # `off`: a failed request is the client's failure, not
+            # retried on another upstream where it would go unnoticed.
+            # `error timeout` (ingress-nginx's default) retries what never
+            # reached a server, and never a POST that did.
+            proxy_next_upstream {next_upstream};
             # MCP's SSE streams, unbuffered and long-lived (the chart's
             # Ingress annotations).
             proxy_buffering off;
@@ -348,6 +372,118 @@ async fn a_rolling_restart_behind_nginx_fails_no_call() {
         .filter(|(_, status, _, _)| *status >= 500)
         .collect();
     assert!(failed.is_empty(), "nginx logged failures: {failed:?}");
+}
+
+/// One of three replicas dies without a drain (SIGKILL: the OOM killer, a
+/// lost node) while agents call tools through an ingress-nginx-like proxy.
+/// Only the calls in flight on it may fail: nginx retries what could not
+/// reach it (ingress-nginx's default `proxy_next_upstream error timeout`),
+/// and sessions continue on the other two, restored from their signed ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replica_killed_under_load_fails_only_its_calls_in_flight() {
+    let Some(bin) = toolgate_tests::tools::nginx() else {
+        return;
+    };
+    gateway::net::install_crypto_provider();
+    let up = TestUpstream::start().await;
+    let dir = tempdir("sigkill");
+    let (catalog, config) = write_slow_catalog_files(&dir, &up.url);
+    let key = dir.join("session.key");
+    std::fs::write(&key, "sigkill-e2e-shared-session-key-0123456789\n").unwrap();
+    let replica = || {
+        serve(&[
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--session-key-file",
+            key.to_str().unwrap(),
+        ])
+    };
+    let (a, mut b, c) = (replica(), replica(), replica());
+    for r in [&a, &b, &c] {
+        wait_for("a replica is ready", async || readyz(r).await == Some(200)).await;
+    }
+    let mut nginx = Nginx::start_with(
+        bin,
+        &dir.join("nginx"),
+        &[addr(&a), addr(&b), addr(&c)],
+        "error timeout",
+    )
+    .await;
+    let mcp = format!("{}/mcp", nginx.url());
+
+    // Stateless clients and sessions apart, to see that the sessions go on.
+    let (stateless, sessions) = (Load::default(), Load::default());
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        tasks.push(stateless.spawn(Arc::new(connect_stateless(&mcp).await)));
+    }
+    let mut session_tasks = Vec::new();
+    for _ in 0..2 {
+        session_tasks.push(sessions.spawn(Arc::new(connect(&mcp).await)));
+    }
+    let clients = tasks.len() + session_tasks.len();
+    wait_for("every replica answers calls", async || {
+        [&a, &b, &c]
+            .iter()
+            .all(|r| nginx.answered_by(addr(r), 0) > 0)
+    })
+    .await;
+    stateless.check();
+    sessions.check();
+
+    let mark = nginx.requests().len();
+    let killed = addr(&b).to_string();
+    b.sigkill();
+    // The kubelet, the endpoints controller and the ingress controller
+    // learn of it a while later; meanwhile nginx keeps B. Played as calls.
+    let target = stateless.attempts() + CALLS_PER_PHASE;
+    wait_for("calls are made before the endpoints update", async || {
+        stateless.attempts() >= target
+    })
+    .await;
+    nginx.route_to(&[addr(&a), addr(&c)]).await;
+    progress(&stateless, CALLS_PER_PHASE).await;
+    progress(&sessions, CALLS_PER_PHASE).await;
+    stateless.stop(tasks).await;
+    sessions.stop(session_tasks).await;
+
+    let failed = stateless.failed() + sessions.failed();
+    let mut failures = stateless.failures();
+    failures.extend(sessions.failures());
+    let refused: Vec<_> = nginx
+        .requests()
+        .into_iter()
+        .skip(mark)
+        .filter(|(_, status, _, _)| *status >= 500)
+        .collect();
+    eprintln!(
+        "SIGKILL of 1 of 3 replicas under {clients} clients: {failed} of {} calls failed \
+         ({} retried on another replica by nginx)",
+        stateless.attempts() + sessions.attempts(),
+        nginx
+            .requests()
+            .iter()
+            .skip(mark)
+            .filter(|(u, _, _, _)| u.contains(", "))
+            .count(),
+    );
+    eprintln!(
+        "failures of stateless clients: {:?}; of sessions: {:?}",
+        stateless.failures(),
+        sessions.failures()
+    );
+    // Each client has one call at a time: at most one each was on B.
+    assert!(
+        failed <= clients,
+        "{failed} calls failed, more than the {clients} that can have been in flight on the \
+         killed replica: {failures:?}"
+    );
+    assert!(
+        refused.len() <= clients && refused.iter().all(|(u, _, _, _)| *u == killed),
+        "requests failed that were not in flight on the killed replica: {refused:?}"
+    );
 }
 
 #[tokio::test]

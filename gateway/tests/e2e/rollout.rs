@@ -287,25 +287,57 @@ async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
+/// The pods of one Deployment: `toolgate serve` processes of the slow
+/// test catalog, sharing a session key, in front of one test upstream.
+struct Pods {
+    dir: PathBuf,
+    args: Vec<String>,
+    _upstream: TestUpstream,
+}
+
+impl Pods {
+    async fn new(name: &str) -> Pods {
+        gateway::net::install_crypto_provider();
+        let upstream = TestUpstream::start().await;
+        let dir = tempdir(name);
+        let (catalog, config) = write_slow_catalog_files(&dir, &upstream.url);
+        let key = dir.join("session.key");
+        std::fs::write(&key, format!("{name}-e2e-shared-session-key-0123456789\n")).unwrap();
+        let args = [
+            "--catalog".as_ref(),
+            catalog.as_os_str(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--session-key-file".as_ref(),
+            key.as_os_str(),
+        ]
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+        Pods {
+            dir,
+            args,
+            _upstream: upstream,
+        }
+    }
+
+    /// One more pod, with `extra` flags.
+    fn start(&self, extra: &[&str]) -> Served {
+        let mut args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        args.extend(extra);
+        serve(&args)
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rolling_restart_behind_nginx_fails_no_call() {
     let Some(bin) = toolgate_tests::tools::nginx() else {
         return;
     };
-    gateway::net::install_crypto_provider();
-    let up = TestUpstream::start().await;
-    let dir = tempdir("rollout");
-    let (catalog, config) = write_slow_catalog_files(&dir, &up.url);
-    let key = dir.join("session.key");
-    std::fs::write(&key, "rollout-e2e-shared-session-key-0123456789\n").unwrap();
+    let pods = Pods::new("rollout").await;
+    let dir = &pods.dir;
     let replica = || {
-        serve(&[
-            "--catalog",
-            catalog.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--session-key-file",
-            key.to_str().unwrap(),
+        pods.start(&[
             "--shutdown-delay-seconds",
             SHUTDOWN_DELAY,
             "--grace-period-seconds",
@@ -384,23 +416,9 @@ async fn a_replica_killed_under_load_fails_only_its_calls_in_flight() {
     let Some(bin) = toolgate_tests::tools::nginx() else {
         return;
     };
-    gateway::net::install_crypto_provider();
-    let up = TestUpstream::start().await;
-    let dir = tempdir("sigkill");
-    let (catalog, config) = write_slow_catalog_files(&dir, &up.url);
-    let key = dir.join("session.key");
-    std::fs::write(&key, "sigkill-e2e-shared-session-key-0123456789\n").unwrap();
-    let replica = || {
-        serve(&[
-            "--catalog",
-            catalog.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--session-key-file",
-            key.to_str().unwrap(),
-        ])
-    };
-    let (a, mut b, c) = (replica(), replica(), replica());
+    let pods = Pods::new("sigkill").await;
+    let dir = &pods.dir;
+    let (a, mut b, c) = (pods.start(&[]), pods.start(&[]), pods.start(&[]));
     for r in [&a, &b, &c] {
         wait_for("a replica is ready", async || readyz(r).await == Some(200)).await;
     }

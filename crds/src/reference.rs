@@ -145,7 +145,7 @@ pub fn schema_sections(root: &Value) -> String {
 struct Tables<'a> {
     defs: Option<&'a serde_json::Map<String, Value>>,
     /// Definitions referenced from more than one place.
-    shared: Vec<String>,
+    shared: std::collections::BTreeSet<String>,
 }
 
 impl<'a> Tables<'a> {
@@ -194,7 +194,7 @@ impl<'a> Tables<'a> {
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix("#/$defs/"))
             .map(str::to_string);
-        if let Some(name) = target.filter(|n| !self.shared.contains(n)) {
+        if let Some(name) = target.filter(|n| !self.shared.contains(n.as_str())) {
             if let (Some(o), Some(Value::Object(d))) = (p.as_object_mut(), self.def(&name)) {
                 o.remove("$ref");
                 for (k, v) in d {
@@ -324,8 +324,7 @@ impl<'a> Tables<'a> {
         let link = |r: &Value| {
             let name = r.as_str()?.strip_prefix("#/$defs/")?;
             self.shared
-                .iter()
-                .any(|s| s == name)
+                .contains(name)
                 .then(|| format!("[{name}](#{})", name.to_ascii_lowercase()))
         };
         if let Some(l) = p.get("$ref").and_then(link) {

@@ -18,6 +18,9 @@ pub struct Scrape {
     /// The response's `Content-Type` (empty when parsed from text).
     pub content_type: String,
     pub samples: Vec<Sample>,
+    /// `# HELP` texts by the name they give (an OpenMetrics counter's
+    /// without `_total`).
+    pub docs: std::collections::HashMap<String, String>,
     /// The body as served, for failure messages.
     pub text: String,
 }
@@ -53,6 +56,7 @@ pub fn parse(text: &str) -> Scrape {
     Scrape {
         content_type: String::new(),
         samples: parsed.samples,
+        docs: parsed.docs,
         text: text.to_string(),
     }
 }
